@@ -1,0 +1,330 @@
+"""The catalog: SQLite (WAL) beside the objects.
+
+Projects, checkpoints (numbered per project, never reused), the changes under each
+checkpoint, the restores (for undo), and the per-project stat cache. Writes are short
+transactions with a busy timeout, because concurrent hook processes are normal. The
+schema is built in a temporary file and linked into place, so racing first calls can
+never see half a schema.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+
+from .constants import CATALOG_NAME, SCHEMA_VERSION
+from .errors import RewindError
+from .fsutil import ensure_private_dir
+
+BUSY_TIMEOUT_S = 30
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE projects (
+    id INTEGER PRIMARY KEY,
+    root TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    next_number INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE checkpoints (
+    project_id INTEGER NOT NULL REFERENCES projects(id),
+    number INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_ns INTEGER NOT NULL,
+    tree TEXT NOT NULL,
+    message TEXT,
+    agent TEXT,
+    session_id TEXT,
+    prompt_id TEXT,
+    prompt_source TEXT,
+    transcript_path TEXT,
+    git_head TEXT,
+    git_branch TEXT,
+    restore_target INTEGER,
+    stats TEXT,
+    PRIMARY KEY (project_id, number)
+) WITHOUT ROWID;
+CREATE TABLE changes (
+    project_id INTEGER NOT NULL,
+    number INTEGER NOT NULL,
+    path BLOB NOT NULL,
+    status TEXT NOT NULL,
+    old_kind TEXT, new_kind TEXT,
+    old_mode INTEGER, new_mode INTEGER,
+    old_oid TEXT, new_oid TEXT,
+    old_size INTEGER, new_size INTEGER,
+    source TEXT NOT NULL,
+    tool TEXT,
+    command TEXT,
+    session_id TEXT,
+    flags TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (project_id, number, path)
+) WITHOUT ROWID;
+CREATE TABLE restores (
+    id INTEGER PRIMARY KEY,
+    project_id INTEGER NOT NULL,
+    target INTEGER NOT NULL,
+    safety INTEGER NOT NULL,
+    is_undo INTEGER NOT NULL DEFAULT 0,
+    undone INTEGER NOT NULL DEFAULT 0,
+    paths TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE statcache (
+    project_id INTEGER NOT NULL,
+    path BLOB NOT NULL,
+    kind TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    mode INTEGER NOT NULL,
+    oid TEXT NOT NULL,
+    PRIMARY KEY (project_id, path)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass
+class Checkpoint:
+    project_id: int
+    number: int
+    kind: str
+    created_at: str
+    created_ns: int
+    tree: str
+    message: str | None = None
+    agent: str | None = None
+    session_id: str | None = None
+    prompt_id: str | None = None
+    prompt_source: str | None = None
+    transcript_path: str | None = None
+    git_head: str | None = None
+    git_branch: str | None = None
+    restore_target: int | None = None
+    stats: dict = field(default_factory=dict)
+
+
+_CP_COLS = ("project_id", "number", "kind", "created_at", "created_ns", "tree", "message", "agent",
+            "session_id", "prompt_id", "prompt_source", "transcript_path", "git_head", "git_branch",
+            "restore_target", "stats")
+
+
+def _row_to_checkpoint(row) -> Checkpoint:
+    values = dict(zip(_CP_COLS, row))
+    values["stats"] = json.loads(values["stats"] or "{}")
+    return Checkpoint(**values)
+
+
+@dataclass
+class ChangeRow:
+    path: str
+    status: str
+    old_kind: str | None
+    new_kind: str | None
+    old_mode: int | None
+    new_mode: int | None
+    old_oid: str | None
+    new_oid: str | None
+    old_size: int | None
+    new_size: int | None
+    source: str = "unknown"
+    tool: str | None = None
+    command: str | None = None
+    session_id: str | None = None
+    flags: list[str] = field(default_factory=list)
+
+
+_CH_COLS = ("path", "status", "old_kind", "new_kind", "old_mode", "new_mode", "old_oid", "new_oid",
+            "old_size", "new_size", "source", "tool", "command", "session_id", "flags")
+
+
+class Catalog:
+    def __init__(self, home: str):
+        self.home = home
+        self.path = os.path.join(home, CATALOG_NAME)
+        if not os.path.exists(self.path):
+            _create(home, self.path)
+        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if version is None or int(version[0]) > SCHEMA_VERSION:
+            raise RewindError(f"the catalog at {self.path} has schema {version and version[0]}, "
+                              f"newer than this rewind understands ({SCHEMA_VERSION})",
+                              hint="upgrade rewind")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- transactions ------------------------------------------------------------------
+    def transaction(self):
+        return _Txn(self.db)
+
+    # -- projects ------------------------------------------------------------------------
+    def project_id(self, root: str, create: bool) -> int | None:
+        row = self.db.execute("SELECT id FROM projects WHERE root=?", (root,)).fetchone()
+        if row or not create:
+            return row[0] if row else None
+        from .clock import iso_now
+        with self.transaction():
+            self.db.execute("INSERT OR IGNORE INTO projects(root, created_at) VALUES (?, ?)",
+                            (root, iso_now()))
+        return self.db.execute("SELECT id FROM projects WHERE root=?", (root,)).fetchone()[0]
+
+    def projects(self) -> list[tuple[int, str]]:
+        return self.db.execute("SELECT id, root FROM projects ORDER BY root").fetchall()
+
+    def project_root(self, project_id: int) -> str:
+        return self.db.execute("SELECT root FROM projects WHERE id=?", (project_id,)).fetchone()[0]
+
+    # -- checkpoints -------------------------------------------------------------------
+    def allocate_number(self, project_id: int) -> int:
+        """Inside a transaction: the next checkpoint number, never handed out twice."""
+        row = self.db.execute("UPDATE projects SET next_number = next_number + 1 WHERE id=? "
+                              "RETURNING next_number - 1", (project_id,)).fetchone()
+        return row[0]
+
+    def insert_checkpoint(self, cp: Checkpoint) -> None:
+        values = [getattr(cp, c) for c in _CP_COLS]
+        values[-1] = json.dumps(cp.stats, sort_keys=True)
+        self.db.execute(f"INSERT INTO checkpoints({','.join(_CP_COLS)}) VALUES "
+                        f"({','.join('?' * len(_CP_COLS))})", values)
+
+    def checkpoint(self, project_id: int, number: int) -> Checkpoint | None:
+        row = self.db.execute(f"SELECT {','.join(_CP_COLS)} FROM checkpoints "
+                              "WHERE project_id=? AND number=?", (project_id, number)).fetchone()
+        return _row_to_checkpoint(row) if row else None
+
+    def checkpoints(self, project_id: int, limit: int | None = None) -> list[Checkpoint]:
+        """Newest first."""
+        sql = f"SELECT {','.join(_CP_COLS)} FROM checkpoints WHERE project_id=? ORDER BY number DESC"
+        args: tuple = (project_id,)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args += (limit,)
+        return [_row_to_checkpoint(r) for r in self.db.execute(sql, args)]
+
+    def count(self, project_id: int) -> int:
+        return self.db.execute("SELECT count(*) FROM checkpoints WHERE project_id=?",
+                               (project_id,)).fetchone()[0]
+
+    def latest(self, project_id: int) -> Checkpoint | None:
+        got = self.checkpoints(project_id, limit=1)
+        return got[0] if got else None
+
+    def next_after(self, project_id: int, number: int) -> Checkpoint | None:
+        row = self.db.execute(f"SELECT {','.join(_CP_COLS)} FROM checkpoints WHERE project_id=? "
+                              "AND number>? ORDER BY number LIMIT 1", (project_id, number)).fetchone()
+        return _row_to_checkpoint(row) if row else None
+
+    def all_trees(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT DISTINCT tree FROM checkpoints")]
+
+    # -- changes -----------------------------------------------------------------------
+    def insert_changes(self, project_id: int, number: int, changes: list[ChangeRow]) -> None:
+        rows = []
+        for c in changes:
+            values = [getattr(c, col) for col in _CH_COLS]
+            values[0] = os.fsencode(c.path)
+            values[-1] = ",".join(c.flags)
+            rows.append((project_id, number, *values))
+        self.db.executemany(f"INSERT OR REPLACE INTO changes(project_id, number, {','.join(_CH_COLS)}) "
+                            f"VALUES (?, ?, {','.join('?' * len(_CH_COLS))})", rows)
+
+    def changes(self, project_id: int, number: int) -> list[ChangeRow] | None:
+        """Stored changes under a checkpoint, or None when they are not final yet."""
+        rows = self.db.execute(f"SELECT {','.join(_CH_COLS)} FROM changes WHERE project_id=? AND "
+                               "number=? ORDER BY path", (project_id, number)).fetchall()
+        out = []
+        for r in rows:
+            values = dict(zip(_CH_COLS, r))
+            values["path"] = os.fsdecode(values["path"])
+            values["flags"] = [f for f in values["flags"].split(",") if f]
+            out.append(ChangeRow(**values))
+        return out
+
+    # -- restores ----------------------------------------------------------------------
+    def insert_restore(self, project_id: int, target: int, safety: int, is_undo: bool,
+                       paths: list[str] | None, created_at: str) -> int:
+        cur = self.db.execute("INSERT INTO restores(project_id, target, safety, is_undo, paths, created_at)"
+                              " VALUES (?, ?, ?, ?, ?, ?)",
+                              (project_id, target, safety, int(is_undo),
+                               json.dumps(paths) if paths is not None else None, created_at))
+        return cur.lastrowid
+
+    def newest_undoable(self, project_id: int):
+        return self.db.execute("SELECT id, target, safety FROM restores WHERE project_id=? AND "
+                               "is_undo=0 AND undone=0 ORDER BY id DESC LIMIT 1",
+                               (project_id,)).fetchone()
+
+    def mark_undone(self, restore_id: int) -> None:
+        self.db.execute("UPDATE restores SET undone=1 WHERE id=?", (restore_id,))
+
+    def restore_made(self, project_id: int, safety: int):
+        """The restore whose safety checkpoint is `safety`: (target, paths) or None."""
+        row = self.db.execute("SELECT target, paths FROM restores WHERE project_id=? AND safety=?",
+                              (project_id, safety)).fetchone()
+        if not row:
+            return None
+        return row[0], (json.loads(row[1]) if row[1] else None)
+
+    # -- stat cache --------------------------------------------------------------------
+    def load_statcache(self, project_id: int) -> dict[str, tuple]:
+        return {os.fsdecode(r[0]): r[1:] for r in self.db.execute(
+            "SELECT path, kind, size, mtime_ns, ctime_ns, ino, mode, oid FROM statcache "
+            "WHERE project_id=?", (project_id,))}
+
+    def update_statcache(self, project_id: int, upserts: dict[str, tuple], removed: set[str]) -> None:
+        if removed:
+            self.db.executemany("DELETE FROM statcache WHERE project_id=? AND path=?",
+                                [(project_id, os.fsencode(p)) for p in removed])
+        if upserts:
+            self.db.executemany("INSERT OR REPLACE INTO statcache(project_id, path, kind, size, mtime_ns,"
+                                " ctime_ns, ino, mode, oid) VALUES (?,?,?,?,?,?,?,?,?)",
+                                [(project_id, os.fsencode(p), *v) for p, v in upserts.items()])
+
+
+class _Txn:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on error."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
+        return False
+
+
+def _create(home: str, final: str) -> None:
+    """Build the schema in a temp file and link it into place; losing the race is fine."""
+    ensure_private_dir(home)
+    tmp = os.path.join(home, f".{CATALOG_NAME}.{os.getpid()}.new")
+    try:
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+            db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        finally:
+            db.close()
+        os.chmod(tmp, 0o600)
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            pass
+    finally:
+        for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+            try:
+                os.unlink(leftover)
+            except FileNotFoundError:
+                pass

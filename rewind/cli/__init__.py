@@ -1,0 +1,75 @@
+"""The `rewind` command. main() owns the only error handler.
+
+`rewind hook AGENT` is dispatched before typer and rich are imported: every tool call of
+the agent waits for it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+# Paths given after `--`: split off before click parses, so `diff 3 -- a.py` can never
+# take a.py for the optional second id.
+PATHS: list[str] | None = None
+
+
+def PATHS_REF() -> list[str] | None:
+    return PATHS
+
+
+def main(argv: list[str] | None = None) -> int:
+    global PATHS
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["hook"]:
+        from ..hooks.entry import run_hook
+        return run_hook(args[1:])
+    PATHS = None
+    if "--" in args:
+        i = args.index("--")
+        args, PATHS = args[:i], args[i + 1:]
+    code = _run(args)
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+def _run(args: list[str]) -> int:
+    import typer
+    try:  # typer >= 0.2x carries its own copy of click
+        from typer._click import exceptions as click
+    except ImportError:  # pragma: no cover - older typer on top of click
+        from click import exceptions as click
+
+    from .. import render
+    from ..errors import RewindError
+    from ..log import log
+    try:
+        from .app import build
+        command = build()
+        rv = command.main(args=args, prog_name="rewind", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except RewindError as e:
+        render.err(f"error: {e.message}" + (f" ({e.hint})" if e.hint else ""))
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        render.err("aborted")
+        return 130
+    except click.UsageError as e:
+        msg = e.format_message().replace("\n", " ")
+        render.err(f"error: {msg} (see `rewind --help`)")
+        return 2
+    except click.ClickException as e:
+        render.err(f"error: {e.format_message()}")
+        return e.exit_code
+    except KeyboardInterrupt:
+        render.err("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # the one place a surprise is caught: one line, details in the log
+        where = log(f"internal error running rewind {' '.join(args)}", e)
+        render.err(f"error: internal error: {type(e).__name__}: {e}"
+                   + (f" (details in {where})" if where else ""))
+        return 3

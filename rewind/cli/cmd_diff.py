@@ -1,0 +1,149 @@
+"""rewind diff: what happened after a checkpoint, or between two."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import Optional
+
+import typer
+
+from .. import render
+from ..diff import change_rows, diff_trees, path_filter
+from ..errors import CorruptObject, RewindError
+from ..snapshot import TreeLoader, changes_under, working_scan
+from ..tree import FILE, LARGE, LINK, Entry
+from . import PATHS_REF
+from .common import IdSpec, parse_id, project_for, project_paths, resolve_checkpoint
+
+
+def _content(project, entry: Entry | None, path: str, from_disk: bool) -> bytes | None:
+    if entry is None:
+        return b""
+    if entry.kind == LARGE:
+        return None
+    if from_disk:
+        full = os.path.join(project.root, path)
+        if entry.kind == LINK:
+            return os.fsencode(os.readlink(full))
+        with open(full, "rb") as f:
+            return f.read()
+    return project.store.get(entry.oid)
+
+
+def _text(data: bytes) -> list[str] | None:
+    if b"\0" in data[:8192]:
+        return None
+    return data.decode("utf-8", "replace").splitlines(keepends=True)
+
+
+def unified(project, path: str, old: Entry | None, new: Entry | None, new_on_disk: bool) -> tuple[str, int, int]:
+    """(diff text, lines added, lines removed)."""
+    label = render.display_path(path)
+    a = _content(project, old, path, False)
+    b = _content(project, new, path, new_on_disk)
+    head = f"diff {label}\n"
+    if (old and old.kind == LINK) or (new and new.kind == LINK):
+        lines = []
+        if old is not None:
+            lines.append(f"-{'symlink -> ' + os.fsdecode(a) if old.kind == LINK else '(file)'}\n")
+        if new is not None:
+            lines.append(f"+{'symlink -> ' + os.fsdecode(b) if new.kind == LINK else '(file)'}\n")
+        return head + "".join(lines), 1 if new else 0, 1 if old else 0
+    if a is None or b is None:
+        return head + "(too large to store: content not compared)\n", 0, 0
+    ta, tb = _text(a), _text(b)
+    if ta is None or tb is None:
+        return head + f"Binary files differ ({len(a)} -> {len(b)} bytes)\n", 0, 0
+    if old and new and old.oid == new.oid and old.mode != new.mode:
+        return head + f"mode {old.mode:o} -> {new.mode:o}\n", 0, 0
+    body = list(difflib.unified_diff(ta, tb, f"a/{label}" if old else "/dev/null",
+                                     f"b/{label}" if new else "/dev/null", n=3))
+    added = sum(1 for line in body if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in body if line.startswith("-") and not line.startswith("---"))
+    text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in body)
+    return text, added, removed
+
+
+def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, project_dir: Optional[str]) -> None:
+    if stat and name_only:
+        raise RewindError("--stat and --name-only do not go together")
+    project = project_for(project_dir)
+    try:
+        paths = project_paths(project, PATHS_REF())
+        keep = path_filter(paths)
+        cp = resolve_checkpoint(project, spec)
+        sources = {}
+        if spec2 is not None:
+            cp2 = resolve_checkpoint(project, spec2)
+            load = TreeLoader(project.store)
+            new_root, on_disk, to_label = cp2.tree, False, cp2.number
+        else:
+            cp2 = project.catalog.next_after(project.id, cp.number)
+            if cp2 is not None:
+                load = TreeLoader(project.store)
+                new_root, on_disk, to_label = cp2.tree, False, cp2.number
+            else:
+                current = working_scan(project)
+                load = TreeLoader(project.store, current.trees)
+                new_root, on_disk, to_label = current.root, True, None
+            sources = {c.path: c for c in changes_under(project, cp)}
+        pairs = [p for p in diff_trees(load, cp.tree, new_root) if keep(p[0])]
+        rows = change_rows(pairs)
+        if name_only:
+            if as_json:
+                render.emit_json([r.path for r in rows])
+            else:
+                for r in rows:
+                    render.out(render.display_path(r.path))
+            return
+        results = []
+        for (path, old, new), row in zip(pairs, rows):
+            try:
+                text, added, removed = unified(project, path, old, new, on_disk)
+            except (OSError, CorruptObject) as e:
+                text, added, removed = f"diff {render.display_path(path)}\n(cannot read: {e})\n", 0, 0
+            known = sources.get(path)
+            results.append((row, known, text, added, removed))
+        if as_json:
+            render.emit_json({"from": cp.number, "to": to_label, "changes": [
+                {"path": row.path, "status": row.status, "flags": row.flags,
+                 "source": known.source if known else None, "tool": known.tool if known else None,
+                 "command": known.command if known else None,
+                 "additions": added, "deletions": removed, "diff": text}
+                for row, known, text, added, removed in results]})
+            return
+        if stat:
+            width = max((len(render.display_path(r[0].path)) for r in results), default=0)
+            for row, known, _, added, removed in results:
+                src = f"  [{known.source}]" if known else ""
+                render.out(f" {render.display_path(row.path):<{width}} | +{added} -{removed}{src}")
+            render.out(f" {len(results)} path(s) changed, {sum(r[3] for r in results)} insertions(+), "
+                       f"{sum(r[4] for r in results)} deletions(-)")
+            return
+        full = "".join(r[2] for r in results)
+        if not full:
+            render.out("no differences")
+        elif render.fancy():
+            from rich.syntax import Syntax
+            render.console().print(Syntax(full, "diff", theme="ansi_dark", background_color="default"))
+        else:
+            import sys
+            sys.stdout.write(full)
+    finally:
+        project.close()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("diff")
+    def diff_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, metavar="ID",
+                                                  help="N, last or last~N."),
+                 checkpoint2: Optional[IdSpec] = typer.Argument(None, parser=parse_id, metavar="[ID2]",
+                                                             help="Compare with this checkpoint instead."),
+                 stat: bool = typer.Option(False, "--stat", help="Lines added and removed per path."),
+                 name_only: bool = typer.Option(False, "--name-only", help="Only the paths."),
+                 as_json: bool = typer.Option(False, "--json", help="JSON on stdout."),
+                 project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+        """What changed after checkpoint ID (to the next one, or to the working tree), or
+        between ID and ID2. Limit it to paths with `-- PATH...`."""
+        diff_cmd_impl(checkpoint, checkpoint2, stat, name_only, as_json, project)

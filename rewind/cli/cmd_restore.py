@@ -1,0 +1,161 @@
+"""rewind to / undo: put a checkpoint back, after showing exactly what that overwrites."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from .. import render
+from ..catalog import ChangeRow
+from ..errors import Refused
+from ..restore import RestorePlan, plan_for_display, restore, undo
+from ..snapshot import changes_under
+from . import PATHS_REF
+from .cmd_list import describe
+from .common import IdSpec, parse_id, project_for, project_paths, resolve_checkpoint
+
+AGENT_SOURCES = ("tool", "bash")
+
+
+def latest_changes(project, since: int, paths: set[str]) -> dict[str, ChangeRow]:
+    """For each path, its newest recorded change after checkpoint `since` (newest first)."""
+    found: dict[str, ChangeRow] = {}
+    for cp in project.catalog.checkpoints(project.id):
+        if cp.number < since:
+            break
+        for row in changes_under(project, cp):
+            if row.path in paths and row.path not in found:
+                found[row.path] = row
+        if len(found) == len(paths):
+            break
+    return found
+
+
+def who(row: ChangeRow | None) -> str:
+    if row is None:
+        return "unknown"
+    if row.source == "bash" and row.command:
+        return f"bash ({render.short(row.command, 40)})"
+    if row.source == "tool" and row.tool:
+        return f"tool ({row.tool})"
+    return row.source
+
+
+def print_plan(project, plan: RestorePlan, title: str) -> list[str]:
+    """Print the plan on stdout; returns the paths overwritten that the agent did not write."""
+    render.out(title)
+    if plan.empty:
+        render.out("  nothing to do: the tree already matches.")
+    width = max((len(op.action) for op in plan.ops), default=0)
+    for op in plan.ops[:500]:
+        render.out(f"  {op.action:<{width}}  {render.display_path(op.path)}")
+    if len(plan.ops) > 500:
+        render.out(f"  … and {len(plan.ops) - 500} more operations")
+    for path, why in plan.skipped:
+        render.out(f"  skip  {render.display_path(path)}: {why}")
+    over = plan.overwrites()
+    not_agent = []
+    if over:
+        latest = latest_changes(project, plan.target.number, {op.path for op in over})
+        render.out(f"It overwrites or removes {len(over)} path(s) changed since checkpoint "
+                   f"{plan.target.number}:")
+        for op in over[:200]:
+            row = latest.get(op.path)
+            mark = ""
+            if row is None or row.source not in AGENT_SOURCES:
+                not_agent.append(op.path)
+                mark = "   <- not written by the agent"
+            render.out(f"  {render.display_path(op.path)}  last changed by: {who(row)}{mark}")
+        if len(over) > 200:
+            render.out(f"  … and {len(over) - 200} more")
+    return not_agent
+
+
+def confirm(yes: bool, question: str) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise Refused("not rewinding without confirmation, and there is no terminal to ask on",
+                      hint="pass --yes to go ahead, or --dry-run to only see the plan")
+    if not typer.confirm(question, default=False):
+        raise Refused("nothing changed")
+
+
+def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str]) -> None:
+    project = project_for(project_dir)
+    try:
+        target = resolve_checkpoint(project, spec)
+        paths = project_paths(project, PATHS_REF())
+        plan = plan_for_display(project, target, paths)
+        scope = f" (only {', '.join(p or '.' for p in paths)})" if paths else ""
+        title = (f"Rewind {project.root} to checkpoint {target.number}{scope}: {target.kind}, "
+                 f"{render.age(target.created_at)}: {render.short(describe(target), 60)}")
+        if dry_run:
+            print_plan(project, plan, title)
+            return
+        if plan.empty and not plan.skipped:
+            render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
+            return
+        not_agent = print_plan(project, plan, title)
+        if not_agent:
+            render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
+                       "(you, another session or process).")
+        render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
+        question = (f"Overwrite {len(not_agent)} path(s) not written by the agent, and rewind?"
+                    if not_agent else "Rewind?")
+        confirm(yes, question)
+        safety, applied, done = restore(project, target, paths)
+        render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
+                   f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
+        if len(applied.ops) != len(plan.ops):
+            render.err("note: the tree changed while you were deciding; the restore followed the "
+                       "tree as it was when it started (saved in the safety checkpoint).")
+    finally:
+        project.close()
+
+
+def undo_impl(yes: bool, project_dir: Optional[str]) -> None:
+    project = project_for(project_dir)
+    try:
+        row = project.catalog.newest_undoable(project.id)
+        if row is None:
+            render.out("Nothing to undo: no rewind in this project that is not undone already.")
+            return
+        _, target_number, safety_number = row
+        safety = project.catalog.checkpoint(project.id, safety_number)
+        if safety is not None:
+            touched = project.catalog.restore_made(project.id, safety_number)[1] or []
+            if touched:
+                plan = plan_for_display(project, safety, touched)
+                print_plan(project, plan, f"Undo the rewind to checkpoint {target_number}: put back "
+                                          f"{len(touched)} path(s) from checkpoint {safety_number}")
+                confirm(yes, "Undo that rewind?")
+        result = undo(project)
+        target_number, new_safety, _, done = result
+        if new_safety is None:
+            render.out(f"The rewind to checkpoint {target_number} changed nothing; marked undone.")
+        else:
+            render.out(f"Undid the rewind to checkpoint {target_number}: {done} operation(s). "
+                       f"The tree from before the undo is checkpoint {new_safety.number}.")
+    finally:
+        project.close()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("to")
+    def to_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, metavar="ID",
+                                                help="N, last or last~N."),
+               yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+               dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
+               project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+        """Make the tree equal to checkpoint ID again (only some paths with `-- PATH...`).
+        A safety checkpoint of the current tree is taken first."""
+        to_impl(checkpoint, yes, dry_run, project)
+
+    @app.command("undo")
+    def undo_cmd(yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+                 project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+        """Revert the newest rewind not yet undone; again walks further back."""
+        undo_impl(yes, project)

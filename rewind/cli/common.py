@@ -1,0 +1,111 @@
+"""Helpers shared by the command modules: the project, checkpoint ids, paths."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from typing import NamedTuple
+
+import typer
+
+from .. import render
+from ..errors import CheckpointNotFound, NotInProject, RewindError
+from ..project import Project, find_project, open_catalog, open_project, resolve_root
+from ..restore import recover
+
+_ID = re.compile(r"^(?:(\d+)|last(?:~(\d+))?)$")
+
+
+class IdSpec(NamedTuple):
+    """A checkpoint id as typed: ("n", N) or ("last", K) for last~K."""
+    kind: str
+    n: int
+
+
+def parse_id(value) -> IdSpec:
+    """N, last, or last~N. Anything else is a usage error (exit 2)."""
+    if isinstance(value, IdSpec):
+        return value
+    m = _ID.match(str(value).strip())
+    if not m:
+        raise typer.BadParameter(f"{value!r} is not a checkpoint id (a number, `last` or `last~N`)")
+    if m.group(1) is not None:
+        return IdSpec("n", int(m.group(1)))
+    return IdSpec("last", int(m.group(2) or 0))
+
+
+def project_for(project_dir: str | None, create: bool = False) -> Project:
+    """The project named by --project, else the one containing the current directory."""
+    if project_dir is not None:
+        if not os.path.isdir(project_dir):
+            raise RewindError(f"--project {project_dir!r} is not a directory")
+        real = os.path.realpath(project_dir)
+        _, catalog = open_catalog()
+        root = real if catalog.project_id(real, create=False) else resolve_root(real)
+        catalog.close()
+    else:
+        try:
+            cwd = os.getcwd()
+        except FileNotFoundError:
+            raise RewindError("the current directory no longer exists") from None
+        _, catalog = open_catalog()
+        root = find_project(cwd, catalog)
+        catalog.close()
+    project = open_project(root, create=create)
+    report_recovery(project)
+    return project
+
+
+def report_recovery(project: Project) -> dict | None:
+    found = recover(project)
+    if found:
+        render.err(f"rewind: a restore to checkpoint {found.get('target')} was interrupted; "
+                   f"removed {found.get('temp_files_removed', 0)} temporary file(s).")
+        render.err(f"rewind: checkpoint {found.get('safety')} holds the tree as it was before; "
+                   f"`rewind to {found.get('target')}` finishes the restore, "
+                   f"`rewind to {found.get('safety')}` goes back.")
+    return found
+
+
+def resolve_checkpoint(project: Project, spec):
+    kind, n = spec
+    if kind == "n":
+        cp = project.catalog.checkpoint(project.id, n)
+        if cp is None:
+            newest = project.catalog.latest(project.id)
+            raise CheckpointNotFound(
+                f"no checkpoint {n} in {project.root}",
+                hint=f"the newest is {newest.number}; `rewind list` shows them" if newest
+                else "there are no checkpoints yet; `rewind save` takes one")
+        return cp
+    cps = project.catalog.checkpoints(project.id, limit=n + 1)
+    if len(cps) <= n:
+        raise CheckpointNotFound(f"no checkpoint last~{n} in {project.root} (there are {len(cps)})"
+                                 if n else f"no checkpoints yet in {project.root}",
+                                 hint="`rewind save` takes one")
+    return cps[n]
+
+
+def project_paths(project: Project, paths: list[str] | None) -> list[str] | None:
+    """Paths from the command line (relative to the current directory) as project paths."""
+    if not paths:
+        return None
+    out = []
+    cwd = os.getcwd()
+    for p in paths:
+        absolute = os.path.normpath(os.path.join(cwd, p))
+        parent, base = os.path.split(absolute)
+        real = os.path.join(os.path.realpath(parent), base) if base else os.path.realpath(parent)
+        if real == project.root:
+            out.append("")
+            continue
+        if not real.startswith(project.root.rstrip("/") + "/"):
+            raise RewindError(f"{p!r} is outside the project {project.root}")
+        out.append(real[len(project.root.rstrip("/")) + 1:])
+    return out
+
+
+def ensure_project_exists(project: Project) -> None:
+    if project.catalog.count(project.id) == 0:
+        raise NotInProject(f"no checkpoints yet in {project.root}", hint="`rewind save` takes one")

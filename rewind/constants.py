@@ -1,0 +1,21 @@
+"""Numbers and names that the rest of rewind agrees on."""
+
+RING_SIZE = 100            # checkpoints kept per project
+RETENTION_DAYS = 30        # checkpoints older than this are dropped
+MAX_FILE_SIZE = 50 * 1024 * 1024   # larger files are flagged `large`, not stored
+
+SCHEMA_VERSION = 1         # catalog schema
+TREE_FORMAT = b"rewind-tree 1\n"   # first line of every tree object
+
+CATALOG_NAME = "catalog.sqlite"
+OBJECTS_DIR = "objects"
+TMP_DIR = "tmp"
+JOURNAL_DIR = "journal"
+LOCKS_DIR = "locks"
+LOG_NAME = "rewind.log"
+
+TMP_PREFIX = ".rewind-tmp-"       # temporary files a restore writes inside the project
+
+KINDS = ("prompt", "manual", "rewind")
+SOURCES = ("tool", "bash", "external", "rewind", "unknown")
+FLAGS = ("symlink", "outside", "large", "hardlink", "binary", "mode", "ignored", "git")

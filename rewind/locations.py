@@ -1,0 +1,41 @@
+"""The only code that knows where rewind keeps its files.
+
+REWIND_HOME overrides the data directory (every test sets it). Otherwise platformdirs'
+user data dir: checkpoints are user data, not a rebuildable cache.
+"""
+
+from __future__ import annotations
+
+import os
+
+APP = "rewind"
+
+
+def data_dir() -> str:
+    home = os.environ.get("REWIND_HOME")
+    if home:
+        return os.path.realpath(os.path.expanduser(home))
+    if os.environ.get("REWIND_TESTING"):
+        raise RuntimeError("REWIND_HOME must be set in tests")
+    from platformdirs import user_data_dir  # lazy: costs ~20 ms, the hook path avoids it when it can
+
+    return os.path.realpath(user_data_dir(APP, appauthor=False))
+
+
+def config_dir() -> str:
+    home = os.environ.get("REWIND_CONFIG_HOME")
+    if home:
+        return os.path.realpath(os.path.expanduser(home))
+    if os.environ.get("REWIND_HOME"):
+        return os.path.join(data_dir(), "config")
+    from platformdirs import user_config_dir
+
+    return user_config_dir(APP, appauthor=False)
+
+
+def log_dir() -> str:
+    if os.environ.get("REWIND_HOME"):
+        return data_dir()
+    from platformdirs import user_log_dir
+
+    return user_log_dir(APP, appauthor=False)

@@ -1,0 +1,41 @@
+"""rewind's own log file (errors of hooks, internal errors of commands)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+from . import __version__, locations
+from .constants import LOG_NAME
+
+_MAX = 5 * 1024 * 1024
+
+
+def log_path() -> str:
+    return os.path.join(locations.log_dir(), LOG_NAME)
+
+
+def log(message: str, exc: BaseException | None = None) -> str | None:
+    """Append a line (and a traceback) to the log. Never raises; returns the log's path."""
+    try:
+        path = log_path()
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        try:
+            if os.path.getsize(path) > _MAX:
+                os.replace(path, path + ".1")
+        except OSError:
+            pass
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        text = f"{stamp} [{os.getpid()}] rewind {__version__} py{sys.version_info[0]}.{sys.version_info[1]}: {message}\n"
+        if exc is not None:
+            text += "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, text.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+        return path
+    except Exception:
+        return None

@@ -1,0 +1,108 @@
+"""Which project a path belongs to, its git state, and the handles to its store."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from . import locations
+from .catalog import Catalog
+from .errors import NotInProject
+from .objects import Store
+
+
+def git_toplevel(path: str) -> str | None:
+    """The work tree root containing `path` (a `.git` dir or file marks it), or None."""
+    d = path
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def resolve_root(path: str) -> str:
+    """A session's project: the git top-level when inside a work tree, else the directory."""
+    real = os.path.realpath(path)
+    return git_toplevel(real) or real
+
+
+def git_state(root: str) -> tuple[str | None, str | None]:
+    """(HEAD commit, branch) read from the .git files directly; no subprocess."""
+    gitdir = os.path.join(root, ".git")
+    try:
+        if os.path.isfile(gitdir):
+            with open(gitdir) as f:
+                line = f.read().strip()
+            if line.startswith("gitdir:"):
+                gitdir = os.path.normpath(os.path.join(root, line[7:].strip()))
+        with open(os.path.join(gitdir, "HEAD")) as f:
+            head = f.read().strip()
+    except OSError:
+        return None, None
+    if not head.startswith("ref:"):
+        return head or None, None
+    ref = head[4:].strip()
+    branch = ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
+    common = gitdir
+    try:
+        with open(os.path.join(gitdir, "commondir")) as f:
+            common = os.path.normpath(os.path.join(gitdir, f.read().strip()))
+    except OSError:
+        pass
+    for base in (gitdir, common):
+        try:
+            with open(os.path.join(base, ref)) as f:
+                return f.read().strip() or None, branch
+        except OSError:
+            pass
+    try:
+        with open(os.path.join(common, "packed-refs")) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == ref:
+                    return parts[0], branch
+    except OSError:
+        pass
+    return None, branch  # unborn branch
+
+
+@dataclass
+class Project:
+    home: str
+    root: str
+    id: int
+    catalog: Catalog
+    store: Store
+
+    def close(self) -> None:
+        self.catalog.close()
+
+
+def open_catalog() -> tuple[str, Catalog]:
+    home = locations.data_dir()
+    return home, Catalog(home)
+
+
+def open_project(root: str, create: bool) -> Project:
+    home, catalog = open_catalog()
+    pid = catalog.project_id(root, create=create)
+    if pid is None:
+        catalog.close()
+        raise NotInProject(f"no checkpoints for {root}",
+                           hint="run `rewind save` there first, or pass --project DIR")
+    return Project(home, root, pid, catalog, Store(home))
+
+
+def find_project(start: str, catalog: Catalog) -> str:
+    """For the CLI: the known project whose root contains `start` (deepest wins), else the
+    directory's own root (git top-level or the directory)."""
+    real = os.path.realpath(start)
+    best = None
+    for _, root in catalog.projects():
+        if real == root or real.startswith(root.rstrip("/") + "/"):
+            if best is None or len(root) > len(best):
+                best = root
+    return best or resolve_root(real)

@@ -1,0 +1,87 @@
+"""Output: one rich Console with markup off; plain text when piped or with NO_COLOR."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime, timezone
+
+from .clock import now_ns
+
+_console = None
+_err = None
+COLOR: str = "auto"   # auto | always | never (set by --color)
+
+
+def fancy() -> bool:
+    """Rich tables and colours: a terminal, no NO_COLOR, or --color always."""
+    if COLOR == "always":
+        return True
+    if COLOR == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty()
+
+
+def console():
+    global _console
+    if _console is None:
+        from rich.console import Console
+        _console = Console(markup=False, emoji=False, highlight=False,
+                           force_terminal=True if COLOR == "always" else None,
+                           no_color=not fancy())
+    return _console
+
+
+def err_console():
+    global _err
+    if _err is None:
+        from rich.console import Console
+        _err = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    return _err
+
+
+def out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def emit_json(value) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def age(iso_time: str) -> str:
+    try:
+        t = datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
+    except ValueError:
+        return iso_time
+    secs = max(0, now_ns() / 1e9 - t.replace(tzinfo=t.tzinfo or timezone.utc).timestamp())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit} ago"
+    return f"{int(secs)}s ago"
+
+
+def short(text: str | None, width: int = 60) -> str:
+    if not text:
+        return ""
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def display_path(path: str) -> str:
+    """A path as a person should see it: invalid bytes escaped, control characters visible."""
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

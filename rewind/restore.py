@@ -1,0 +1,379 @@
+"""Restore: plan first, then take a safety checkpoint, verify, and apply.
+
+The plan is a list of operations per path (delete, rmdir, mkdir, write, symlink, chmod)
+in an order that is valid when run one after the other. Paths a scan did not store
+(ignored, unreadable, special, large, still changing) are never deleted or overwritten,
+and neither are the directories holding them; the plan lists them as skipped.
+
+Applying walks parent directories through file descriptors opened with O_NOFOLLOW, so a
+symlink planted since the checkpoint can never redirect a write outside the project.
+Files are written to a temporary name in their directory and renamed into place. A
+journal records the restore while it runs; if the process dies, the next command removes
+the temporary files and says how to finish or go back (`recover`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat as S
+from dataclasses import dataclass, field
+
+from .catalog import Checkpoint
+from .clock import iso_now
+from .constants import JOURNAL_DIR, TMP_PREFIX
+from .errors import RewindError
+from .fsutil import atomic_write, ensure_private_dir, write_all
+from .lock import project_lock
+from .project import Project
+from .scan import ScanResult
+from .snapshot import TreeLoader, capture, working_scan
+from .tree import DIR, FILE, LARGE, LINK, Entry
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MEMORY_BUDGET = 256 * 1024 * 1024
+
+
+@dataclass
+class Op:
+    action: str                 # delete | rmdir | mkdir | write | symlink | chmod
+    path: str
+    entry: Entry | None = None  # what the path becomes (mkdir, write, symlink, chmod)
+    old: Entry | None = None    # what is there now
+
+
+@dataclass
+class RestorePlan:
+    target: Checkpoint
+    ops: list[Op] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)   # (path, why)
+
+    @property
+    def empty(self) -> bool:
+        return not self.ops
+
+    def overwrites(self) -> list[Op]:
+        """Operations that replace or remove content that exists now."""
+        return [op for op in self.ops if op.old is not None and op.action in ("delete", "write", "symlink")]
+
+    def touched(self) -> list[str]:
+        return sorted({op.path for op in self.ops})
+
+    def to_json(self) -> dict:
+        return {"target": self.target.number,
+                "operations": [{"action": op.action, "path": op.path} for op in self.ops],
+                "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
+
+
+def _selector(paths: list[str] | None):
+    """'all' under a selected path, 'anc' on the way to one, None elsewhere."""
+    if not paths:
+        return lambda p: "all"
+    norm = [p.strip("/") for p in paths]
+    if "" in norm:
+        return lambda p: "all"
+
+    def select(p: str):
+        for n in norm:
+            if p == n or p.startswith(n + "/"):
+                return "all"
+        for n in norm:
+            if n.startswith(p + "/"):
+                return "anc"
+        return None
+    return select
+
+
+def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
+                 paths: list[str] | None = None) -> RestorePlan:
+    load = TreeLoader(project.store, current.trees)
+    plan = RestorePlan(target)
+    protected = current.protected
+    blocked: set[str] = set()  # directories that hold protected paths
+    for p in protected:
+        while "/" in p:
+            p = p.rsplit("/", 1)[0]
+            blocked.add(p)
+    select = _selector(paths)
+    dir_modes: list[Op] = []
+
+    def remove(path: str, c: Entry) -> bool:
+        """Ops removing `c` at `path`; False when something there must be kept."""
+        if c.kind != DIR:
+            plan.ops.append(Op("delete", path, None, c))
+            return True
+        sub = load(c.oid)
+        for name in sorted(sub):
+            child = f"{path}/{name}"
+            remove(child, sub[name])
+        if path in blocked:
+            plan.skipped.append((path, "directory kept: it holds files rewind does not store"))
+            return False
+        plan.ops.append(Op("rmdir", path, None, c))
+        return True
+
+    def create(path: str, t: Entry) -> None:
+        if t.kind == DIR:
+            plan.ops.append(Op("mkdir", path, t))
+            dir_modes.append(Op("chmod", path, t))
+            sub = load(t.oid)
+            for name in sorted(sub):
+                create(f"{path}/{name}", sub[name])
+        elif t.kind == FILE:
+            plan.ops.append(Op("write", path, t))
+        elif t.kind == LINK:
+            plan.ops.append(Op("symlink", path, t))
+        else:
+            plan.skipped.append((path, "too large to have been stored: cannot be restored"))
+
+    def walk(cur_oid: str | None, tgt_oid: str | None, prefix: str) -> None:
+        cur = load(cur_oid) if cur_oid else {}
+        tgt = load(tgt_oid) if tgt_oid else {}
+        for name in sorted(cur.keys() | tgt.keys()):
+            path = f"{prefix}/{name}" if prefix else name
+            where = select(path)
+            if where is None:
+                continue
+            c, t = cur.get(name), tgt.get(name)
+            if where == "anc":
+                if path in protected:
+                    plan.skipped.append((path, "not stored by rewind (ignored, unreadable or "
+                                               "special): left alone"))
+                    continue
+                if t is not None and t.kind != DIR:
+                    t = None  # the selected path does not exist in the checkpoint
+                if c is not None and c.kind != DIR:
+                    if t is None:
+                        continue  # nothing selected exists on either side below here
+                    plan.ops.append(Op("delete", path, None, c))
+                    c = None
+                if c is None and t is not None:
+                    plan.ops.append(Op("mkdir", path, t))
+                    dir_modes.append(Op("chmod", path, t))
+                walk(c.oid if c else None, t.oid if t else None, path)
+                continue
+            if c == t:
+                continue
+            if path in protected:
+                if t is not None and not (t.kind == LARGE and c is not None and c.kind == LARGE):
+                    plan.skipped.append((path, "not stored by rewind (ignored, unreadable, special "
+                                               "or too large): left alone"))
+                continue
+            if c is not None and t is not None and c.kind == DIR and t.kind == DIR:
+                if c.oid != t.oid:
+                    walk(c.oid, t.oid, path)
+                if c.mode != t.mode:
+                    dir_modes.append(Op("chmod", path, t, c))
+                continue
+            if t is not None and t.kind == LARGE:
+                plan.skipped.append((path, "too large to have been stored: cannot be restored"))
+                continue
+            if c is not None and t is not None and c.kind == t.kind == FILE and c.oid == t.oid:
+                plan.ops.append(Op("chmod", path, t, c))
+                continue
+            if c is not None and (c.kind == DIR or t is None or t.kind == DIR):
+                if not remove(path, c):
+                    if t is not None:
+                        plan.skipped.append((path, "cannot replace a directory that holds files "
+                                                   "rewind does not store"))
+                    continue
+                c = None
+            if t is not None:
+                if c is not None:  # file <-> link or new content: replaced by rename
+                    action = "write" if t.kind == FILE else "symlink"
+                    plan.ops.append(Op(action, path, t, c))
+                else:
+                    create(path, t)
+
+    walk(current.root, target.tree, "")
+    plan.ops.extend(reversed(dir_modes))  # deepest first, after every write inside them
+    return plan
+
+
+# -- applying ------------------------------------------------------------------------------
+
+def _journal_path(project: Project) -> str:
+    return os.path.join(project.home, JOURNAL_DIR, f"restore-{project.id}.json")
+
+
+class _Dirs:
+    """Directory fds below the root, opened without following symlinks."""
+
+    def __init__(self, root: str):
+        self.root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.fds: dict[str, int] = {"": self.root_fd}
+
+    def open(self, rel_dir: str) -> int:
+        fd = self.fds.get(rel_dir)
+        if fd is not None:
+            return fd
+        parent, _, name = rel_dir.rpartition("/")
+        pfd = self.open(parent)
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
+        except OSError as e:
+            raise RewindError(f"cannot enter {rel_dir!r} without following a link: {e.strerror}",
+                              hint="something changed the tree during the restore; run the restore again")
+        self.fds[rel_dir] = fd
+        return fd
+
+    def forget(self, rel_dir: str) -> None:
+        for key in [k for k in self.fds if k == rel_dir or k.startswith(rel_dir + "/")]:
+            os.close(self.fds.pop(key))
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
+def _split(path: str) -> tuple[str, str]:
+    parent, _, name = path.rpartition("/")
+    return parent, name
+
+
+def _chmod(pfd: int, name: str, mode: int) -> None:
+    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
+    try:
+        if S.S_ISLNK(os.fstat(fd).st_mode):
+            return
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
+
+
+def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str,
+               journal: dict) -> int:
+    dirs = _Dirs(project.root)
+    counter = 0
+    done = 0
+    try:
+        for op in plan.ops:
+            parent, name = _split(op.path)
+            pfd = dirs.open(parent)
+            if op.action == "delete":
+                os.unlink(name, dir_fd=pfd)
+            elif op.action == "rmdir":
+                dirs.forget(op.path)
+                os.rmdir(name, dir_fd=pfd)
+            elif op.action == "mkdir":
+                os.mkdir(name, 0o700, dir_fd=pfd)
+            elif op.action in ("write", "symlink"):
+                counter += 1
+                tmp = f"{TMP_PREFIX}{tag}.{counter}"
+                blob = data.get(op.entry.oid)
+                if blob is None:
+                    blob = project.store.get(op.entry.oid)
+                if op.action == "write":
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 0o600, dir_fd=pfd)
+                    try:
+                        write_all(fd, blob)
+                        os.fchmod(fd, op.entry.mode)
+                    finally:
+                        os.close(fd)
+                else:
+                    os.symlink(os.fsdecode(blob), tmp, dir_fd=pfd)
+                os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+            elif op.action == "chmod":
+                _chmod(pfd, name, op.entry.mode)
+            done += 1
+    finally:
+        dirs.close()
+    return done
+
+
+def restore(project: Project, target: Checkpoint, paths: list[str] | None = None,
+            is_undo: bool = False, confirmed_plan: RestorePlan | None = None,
+            lock_timeout: float = 30.0):
+    """Take the safety checkpoint, re-plan from it, verify every object, apply.
+    Returns (safety checkpoint, plan applied, operations done)."""
+    with project_lock(project.home, project.id, timeout=lock_timeout):
+        recover(project)
+        safety, current = capture(project, "rewind", restore_target=target.number, locked=True,
+                                  message=("undo" if is_undo else f"before rewind to {target.number}"))
+        plan = plan_restore(project, target, current, paths)
+        # every object the plan needs is read and verified before the tree is touched
+        data: dict[str, bytes] = {}
+        budget = _MEMORY_BUDGET
+        for op in plan.ops:
+            if op.action in ("write", "symlink") and op.entry.oid not in data:
+                blob = project.store.get(op.entry.oid)
+                if len(blob) <= budget:
+                    data[op.entry.oid] = blob
+                    budget -= len(blob)
+        with project.catalog.transaction():
+            project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
+                                           plan.touched(), iso_now())
+        tag = f"{safety.number}"
+        journal = {"project": project.root, "target": target.number, "safety": safety.number,
+                   "tag": tag, "started_at": iso_now(),
+                   "dirs": sorted({_split(op.path)[0] for op in plan.ops})}
+        jpath = _journal_path(project)
+        ensure_private_dir(os.path.dirname(jpath))
+        atomic_write(jpath, json.dumps(journal).encode())
+        done = apply_plan(project, plan, data, tag, journal)
+        os.sync()
+        os.unlink(jpath)
+        return safety, plan, done
+
+
+def recover(project: Project) -> dict | None:
+    """Clean up after a restore that was killed half-way. Returns what was found."""
+    jpath = _journal_path(project)
+    try:
+        with open(jpath) as f:
+            journal = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        journal = {"dirs": [], "tag": None}
+    removed = 0
+    prefix = f"{TMP_PREFIX}{journal.get('tag')}." if journal.get("tag") else TMP_PREFIX
+    dirs = _Dirs(project.root)
+    try:
+        for rel in journal.get("dirs", []):
+            if not isinstance(rel, str) or ".." in rel.split("/"):
+                continue
+            try:
+                fd = dirs.open(rel)
+                names = os.listdir(fd)
+            except (OSError, RewindError):
+                continue
+            for name in names:
+                if name.startswith(prefix):
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                        removed += 1
+                    except OSError:
+                        pass
+    finally:
+        dirs.close()
+    os.unlink(jpath)
+    journal["temp_files_removed"] = removed
+    return journal
+
+
+def plan_for_display(project: Project, target: Checkpoint, paths: list[str] | None) -> RestorePlan:
+    return plan_restore(project, target, working_scan(project), paths)
+
+
+def undo(project: Project, lock_timeout: float = 30.0):
+    """Revert the newest rewind not yet undone: put back, from its safety checkpoint, the
+    paths it touched. Returns (the undone rewind's target, safety, plan, done) or None."""
+    row = project.catalog.newest_undoable(project.id)
+    if row is None:
+        return None
+    restore_id, target_number, safety_number = row
+    safety = project.catalog.checkpoint(project.id, safety_number)
+    if safety is None:
+        raise RewindError(f"the safety checkpoint {safety_number} of that rewind is gone",
+                          hint="it was dropped by retention; `rewind list` shows what is left")
+    touched = project.catalog.restore_made(project.id, safety_number)[1] or []
+    if touched:
+        result = restore(project, safety, touched, is_undo=True, lock_timeout=lock_timeout)
+    else:
+        result = (None, RestorePlan(safety), 0)
+    with project.catalog.transaction():
+        project.catalog.mark_undone(restore_id)
+    return (target_number, *result)

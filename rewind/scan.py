@@ -1,0 +1,265 @@
+"""Walk a project into tree objects, hashing only what the stat cache cannot vouch for.
+
+The walk goes through directory file descriptors opened with O_NOFOLLOW, so a directory
+swapped for a symlink mid-walk is never followed, and path length never limits it.
+Symlinks are recorded as links (their target is a blob), never followed. FIFOs, sockets
+and devices are reported and skipped without being opened; regular files are opened
+with O_NONBLOCK|O_NOFOLLOW and checked again with fstat, so a swap cannot block us.
+
+Stat cache: an entry (kind, size, mtime_ns, ctime_ns, inode, mode, id) is trusted only
+when every field matches. Git's racy-timestamp rule: an entry whose mtime is not strictly
+older than the scan's start (read on the filesystem's own clock) is saved with size -1,
+so the next scan hashes it again.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as S
+from dataclasses import dataclass, field
+
+from .constants import MAX_FILE_SIZE
+from .ignore import IgnoreRules, is_always_ignored
+from .objects import Store, digest_of
+from .tree import DIR, FILE, LARGE, LINK, Entry, Tree, tree_id
+
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_READ_TRIES = 3
+
+
+@dataclass
+class ScanStats:
+    files: int = 0
+    dirs: int = 0
+    symlinks: int = 0
+    bytes: int = 0
+    hashed: int = 0          # files whose content was read (stat cache misses)
+    hashed_bytes: int = 0
+    ignored: int = 0
+    large: list[str] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    special: list[tuple[str, str]] = field(default_factory=list)
+    changing: list[str] = field(default_factory=list)   # kept changing while being read
+
+    def to_json(self) -> dict:
+        return {"files": self.files, "dirs": self.dirs, "symlinks": self.symlinks, "bytes": self.bytes,
+                "hashed": self.hashed, "hashed_bytes": self.hashed_bytes, "ignored": self.ignored,
+                "large": self.large[:100], "unreadable": [p for p, _ in self.unreadable][:100],
+                "special": [p for p, _ in self.special][:100], "changing": self.changing[:100]}
+
+
+@dataclass
+class ScanResult:
+    root: str                                  # id of the root tree
+    trees: dict[str, Tree]                     # every tree of this scan, by id
+    stats: ScanStats
+    protected: set[str]                        # paths a restore must never touch (not stored)
+    hardlinks: set[str]
+    cache_upserts: dict[str, tuple] = field(default_factory=dict)
+    cache_removed: set[str] = field(default_factory=set)
+
+
+class _Scanner:
+    def __init__(self, root: str, store: Store | None, cache: dict[str, tuple], fs_now_ns: int,
+                 max_size: int):
+        self.root = root
+        self.store = store
+        self.cache = cache
+        self.fs_now_ns = fs_now_ns
+        self.max_size = max_size
+        self.stats = ScanStats()
+        self.trees: dict[str, Tree] = {}
+        self.protected: set[str] = set()
+        self.hardlinks: set[str] = set()
+        self.upserts: dict[str, tuple] = {}
+        self.seen: set[str] = set()
+
+    def _remember(self, rel: str, value: tuple) -> None:
+        if self.store is None:
+            return
+        self.seen.add(rel)
+        if self.cache.get(rel) != value:
+            self.upserts[rel] = value
+
+    def scan_dir(self, dfd: int, rel: str, rules: IgnoreRules) -> str:
+        tree: Tree = {}
+        try:
+            with os.scandir(dfd) as it:
+                entries = list(it)
+        except OSError as e:
+            # listed as unreadable by the caller; an empty listing would make a restore delete it
+            raise _Unreadable(str(e)) from None
+        for de in entries:
+            name = de.name
+            rel_path = f"{rel}/{name}" if rel else name
+            if is_always_ignored(name):
+                self.protected.add(rel_path)
+                continue
+            try:
+                st = de.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # vanished during the walk
+            except OSError as e:
+                self.stats.unreadable.append((rel_path, e.strerror or str(e)))
+                self.protected.add(rel_path)
+                continue
+            mode = st.st_mode
+            if S.S_ISDIR(mode):
+                if rules.is_ignored(rel_path, True):
+                    self.stats.ignored += 1
+                    self.protected.add(rel_path)
+                    continue
+                try:
+                    sub = os.open(name, _OPEN_DIR, dir_fd=dfd)
+                except OSError as e:
+                    self.stats.unreadable.append((rel_path, e.strerror or str(e)))
+                    self.protected.add(rel_path)
+                    continue
+                try:
+                    oid = self.scan_dir(sub, rel_path,
+                                        rules.for_subdir(rel_path, os.path.join(self.root, rel_path)))
+                except _Unreadable as e:
+                    self.stats.unreadable.append((rel_path, str(e)))
+                    self.protected.add(rel_path)
+                    continue
+                finally:
+                    os.close(sub)
+                tree[name] = Entry(DIR, S.S_IMODE(mode), oid, 0)
+                self.stats.dirs += 1
+            elif S.S_ISREG(mode):
+                if rules.is_ignored(rel_path, False):
+                    self.stats.ignored += 1
+                    self.protected.add(rel_path)
+                    continue
+                entry = self._file(dfd, name, rel_path, st)
+                if entry is not None:
+                    tree[name] = entry
+            elif S.S_ISLNK(mode):
+                if rules.is_ignored(rel_path, False):
+                    self.stats.ignored += 1
+                    self.protected.add(rel_path)
+                    continue
+                try:
+                    target = os.fsencode(os.readlink(name, dir_fd=dfd))
+                except OSError as e:
+                    self.stats.unreadable.append((rel_path, e.strerror or str(e)))
+                    self.protected.add(rel_path)
+                    continue
+                oid = digest_of(target)
+                cached = self.cache.get(rel_path)
+                if self.store is not None and (cached is None or cached[6] != oid):
+                    self.store.put(target, oid)
+                self._remember(rel_path, (LINK, len(target), 0, 0, 0, 0o777, oid))
+                tree[name] = Entry(LINK, 0o777, oid, len(target))
+                self.stats.symlinks += 1
+            else:
+                self.stats.special.append((rel_path, _special_kind(mode)))
+                self.protected.add(rel_path)
+        oid, data = tree_id(tree)
+        self.trees[oid] = tree
+        if self.store is not None:
+            cached = self.cache.get(rel + "/")
+            if cached is None or cached[6] != oid:
+                self.store.put(data, oid)
+            self._remember(rel + "/", (DIR, 0, 0, 0, 0, 0, oid))
+        return oid
+
+    def _file(self, dfd: int, name: str, rel_path: str, st: os.stat_result) -> Entry | None:
+        perm = S.S_IMODE(st.st_mode)
+        self.stats.files += 1
+        self.stats.bytes += st.st_size
+        if st.st_nlink > 1:
+            self.hardlinks.add(rel_path)
+        if st.st_size > self.max_size:
+            self.stats.large.append(rel_path)
+            self.protected.add(rel_path)
+            return Entry(LARGE, perm, "", st.st_size)
+        c = self.cache.get(rel_path)
+        if (c is not None and c[0] == FILE and c[1] == st.st_size and c[2] == st.st_mtime_ns
+                and c[3] == st.st_ctime_ns and c[4] == st.st_ino and c[5] == perm):
+            self.seen.add(rel_path)
+            return Entry(FILE, perm, c[6], st.st_size)
+        got = self._read(dfd, name, rel_path)
+        if got is None:
+            return None
+        data, st = got
+        perm = S.S_IMODE(st.st_mode)
+        oid = digest_of(data)
+        self.stats.hashed += 1
+        self.stats.hashed_bytes += len(data)
+        if self.store is not None:
+            self.store.put(data, oid)
+        racy = st.st_mtime_ns >= self.fs_now_ns
+        self._remember(rel_path, (FILE, -1 if racy else st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                  st.st_ino, perm, oid))
+        return Entry(FILE, perm, oid, len(data))
+
+    def _read(self, dfd: int, name: str, rel_path: str):
+        """The file's bytes and the fstat they belong to; None if unreadable or never still."""
+        for _ in range(_READ_TRIES):
+            try:
+                fd = os.open(name, _OPEN_FILE, dir_fd=dfd)
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                self.stats.unreadable.append((rel_path, e.strerror or str(e)))
+                self.protected.add(rel_path)
+                return None
+            try:
+                before = os.fstat(fd)
+                if not S.S_ISREG(before.st_mode):
+                    self.stats.special.append((rel_path, _special_kind(before.st_mode)))
+                    self.protected.add(rel_path)
+                    return None
+                chunks = []
+                while True:
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                after = os.fstat(fd)
+            except OSError as e:
+                self.stats.unreadable.append((rel_path, e.strerror or str(e)))
+                self.protected.add(rel_path)
+                return None
+            finally:
+                os.close(fd)
+            data = b"".join(chunks)
+            if (before.st_mtime_ns == after.st_mtime_ns and before.st_ctime_ns == after.st_ctime_ns
+                    and len(data) == after.st_size):
+                return data, after
+        self.stats.changing.append(rel_path)
+        self.protected.add(rel_path)
+        return None
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _special_kind(mode: int) -> str:
+    if S.S_ISFIFO(mode):
+        return "fifo"
+    if S.S_ISSOCK(mode):
+        return "socket"
+    if S.S_ISCHR(mode) or S.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None = None,
+         fs_now_ns: int = 0, max_size: int = MAX_FILE_SIZE) -> ScanResult:
+    """Walk `root`. With a store, every blob and tree is staged in it and cache updates are
+    returned; without one, nothing is written (a read-only look at the working tree)."""
+    scanner = _Scanner(root, store, cache or {}, fs_now_ns, max_size)
+    rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        oid = scanner.scan_dir(rfd, "", IgnoreRules.for_root(root))
+    finally:
+        os.close(rfd)
+    removed = set()
+    if store is not None:
+        removed = {p for p in scanner.cache if p not in scanner.seen}
+    return ScanResult(oid, scanner.trees, scanner.stats, scanner.protected, scanner.hardlinks,
+                      scanner.upserts, removed)
