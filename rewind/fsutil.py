@@ -6,9 +6,15 @@ import os
 
 
 def ensure_private_dir(path: str) -> None:
-    """Create `path` (and parents) with mode 0700 if missing."""
+    """Create `path` and any missing parents, each with mode 0700 (os.makedirs would give
+    the parents the umask's mode)."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        ensure_private_dir(parent)
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.mkdir(path, 0o700)
     except FileExistsError:
         pass
 

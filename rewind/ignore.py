@@ -38,20 +38,13 @@ def is_always_ignored(name: str) -> bool:
     return name in ALWAYS_IGNORED_NAMES or name.startswith(TMP_PREFIX)
 
 
-def _r(spec):  # "a-cx" -> [("a", "c"), ("x", "x")]
-    out, i = [], 0
-    while i < len(spec):
-        step = 3 if spec[i + 1 : i + 2] == "-" and i + 2 < len(spec) else 1
-        out.append((spec[i], spec[i + step - 1]))
-        i += step
-    return out
-
-
-_CLASSES = {  # [:name:] with git's ASCII-only ctype
-    "alnum": _r("0-9A-Za-z"), "alpha": _r("A-Za-z"), "blank": _r(" \t"),
-    "cntrl": _r("\x00-\x1f\x7f"), "digit": _r("0-9"), "graph": _r("!-~"),
-    "lower": _r("a-z"), "print": _r(" -~"), "punct": _r("!-/:-@[-`{-~"),
-    "space": _r("\t\n\r "), "upper": _r("A-Z"), "xdigit": _r("0-9A-Fa-f"),
+_CLASSES = {  # [:name:] with git's ASCII-only ctype, as (lo, hi) ranges
+    name: [(lo, hi or lo) for lo, hi in re.findall(r"(.)(?:-(.))?", spec, re.S)]
+    for name, spec in {
+        "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "blank": " \t", "cntrl": "\x00-\x1f\x7f",
+        "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~", "punct": "!-/:-@[-`{-~",
+        "space": "\t\n\r ", "upper": "A-Z", "xdigit": "0-9A-Fa-f",
+    }.items()
 }
 
 
@@ -118,7 +111,7 @@ def _translate(pat, pathname, split=0):
     """Translate a wildmatch pattern into a regex for ``fullmatch`` (None: never
     matches).  With ``pathname`` (WM_PATHNAME) wildcards don't match '/'.  git
     matches the literal prefix separately, so a ``**`` right after it (index
-    ``split``) counts as leading, e.g. ``x/a**/b`` behaves like ``x/a/**/b``."""
+    ``split``) counts as leading: ``x/a**/b`` matches ``x/ab`` and ``x/a/y/b``."""
     out, i, n = [], 0, len(pat)
     while i < n:
         c = pat[i]
@@ -159,19 +152,11 @@ def _translate(pat, pathname, split=0):
 
 
 def _trim_trailing_spaces(s):
-    if not s.endswith(" "):
+    """Strip trailing spaces, except one escaped by an odd run of backslashes."""
+    t = s.rstrip(" ")
+    if len(t) == len(s):
         return s
-    last_space, i, n = None, 0, len(s)
-    while i < n:
-        if s[i] == " ":
-            if last_space is None:
-                last_space = i
-        else:
-            if s[i] == "\\":
-                i += 1
-            last_space = None
-        i += 1
-    return s if last_space is None else s[:last_space]
+    return s[: len(t) + (len(t) - len(t.rstrip("\\"))) % 2]
 
 
 def _parse(line):
@@ -212,6 +197,10 @@ def _read_lines(path, follow=False):
         return []
     finally:
         os.close(fd)
+    return _split_lines(data)
+
+
+def _split_lines(data: bytes):
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     return [ln[:-1] if ln.endswith("\r") else ln
@@ -273,6 +262,21 @@ class IgnoreRules:
         if not lines:
             return self
         runs = _compile_runs(lines, len(rel_dir) + 1 if rel_dir else 0)
+        return IgnoreRules(runs + self._runs) if runs else self
+
+    @classmethod
+    def for_root_contents(cls, root: str, contents: list[bytes]) -> "IgnoreRules":
+        """Like for_root, but the root's .gitignore/.rewindignore given as bytes (in that
+        order), e.g. as a checkpoint's tree holds them; .git/info/exclude read from disk."""
+        runs = ()
+        if os.path.isdir(os.path.join(root, ".git")):
+            runs = _compile_runs(_read_lines(os.path.join(root, ".git", "info", "exclude"), True), 0)
+        return cls(runs).with_contents("", contents)
+
+    def with_contents(self, rel_dir: str, contents: list[bytes]) -> "IgnoreRules":
+        """for_subdir with the ignore files' bytes given instead of read from disk."""
+        lines = [ln for data in contents for ln in _split_lines(data)]
+        runs = _compile_runs(lines, len(rel_dir) + 1 if rel_dir else 0) if lines else ()
         return IgnoreRules(runs + self._runs) if runs else self
 
     def is_ignored(self, rel_path: str, is_dir: bool) -> bool:

@@ -24,6 +24,7 @@ from .clock import iso_now
 from .constants import JOURNAL_DIR, TMP_PREFIX
 from .errors import RewindError
 from .fsutil import atomic_write, ensure_private_dir, write_all
+from .ignore import IgnoreRules
 from .lock import project_lock
 from .project import Project
 from .scan import ScanResult
@@ -91,23 +92,31 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
     protected = current.protected
     blocked: set[str] = set()  # directories that hold protected paths
     for p in protected:
-        while "/" in p:
-            p = p.rsplit("/", 1)[0]
-            blocked.add(p)
+        blocked.update(_ancestors(p))
     select = _selector(paths)
     dir_modes: list[Op] = []
 
-    def remove(path: str, c: Entry) -> bool:
-        """Ops removing `c` at `path`; False when something there must be kept."""
+    def rules_in(tree, rel_dir: str, parent: IgnoreRules) -> IgnoreRules:
+        """The checkpoint's own ignore rules inside one of its directories."""
+        contents = [project.store.get(tree[n].oid) for n in (".gitignore", ".rewindignore")
+                    if n in tree and tree[n].kind == FILE]
+        return parent.with_contents(rel_dir, contents) if contents else parent
+
+    def remove(path: str, c: Entry, trules: IgnoreRules, check_self: bool = True) -> bool:
+        """Ops removing `c` at `path`; False when something there must be kept. A path
+        the checkpoint's own rules ignore is kept: the checkpoint says nothing about it."""
+        if check_self and trules.is_ignored(path, c.kind == DIR):
+            plan.skipped.append((path, "ignored at the checkpoint: left alone"))
+            blocked.update(_ancestors(path))
+            return False
         if c.kind != DIR:
             plan.ops.append(Op("delete", path, None, c))
             return True
         sub = load(c.oid)
         for name in sorted(sub):
-            child = f"{path}/{name}"
-            remove(child, sub[name])
+            remove(f"{path}/{name}", sub[name], trules)
         if path in blocked:
-            plan.skipped.append((path, "directory kept: it holds files rewind does not store"))
+            plan.skipped.append((path, "directory kept: it holds files rewind does not remove"))
             return False
         plan.ops.append(Op("rmdir", path, None, c))
         return True
@@ -126,7 +135,7 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
         else:
             plan.skipped.append((path, "too large to have been stored: cannot be restored"))
 
-    def walk(cur_oid: str | None, tgt_oid: str | None, prefix: str) -> None:
+    def walk(cur_oid: str | None, tgt_oid: str | None, prefix: str, trules: IgnoreRules) -> None:
         cur = load(cur_oid) if cur_oid else {}
         tgt = load(tgt_oid) if tgt_oid else {}
         for name in sorted(cur.keys() | tgt.keys()):
@@ -150,7 +159,8 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
                 if c is None and t is not None:
                     plan.ops.append(Op("mkdir", path, t))
                     dir_modes.append(Op("chmod", path, t))
-                walk(c.oid if c else None, t.oid if t else None, path)
+                sub_rules = rules_in(load(t.oid), path, trules) if t is not None else trules
+                walk(c.oid if c else None, t.oid if t else None, path, sub_rules)
                 continue
             if c == t:
                 continue
@@ -161,7 +171,7 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
                 continue
             if c is not None and t is not None and c.kind == DIR and t.kind == DIR:
                 if c.oid != t.oid:
-                    walk(c.oid, t.oid, path)
+                    walk(c.oid, t.oid, path, rules_in(load(t.oid), path, trules))
                 if c.mode != t.mode:
                     dir_modes.append(Op("chmod", path, t, c))
                 continue
@@ -172,7 +182,7 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
                 plan.ops.append(Op("chmod", path, t, c))
                 continue
             if c is not None and (c.kind == DIR or t is None or t.kind == DIR):
-                if not remove(path, c):
+                if not remove(path, c, trules, check_self=t is None):
                     if t is not None:
                         plan.skipped.append((path, "cannot replace a directory that holds files "
                                                    "rewind does not store"))
@@ -185,9 +195,18 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
                 else:
                     create(path, t)
 
-    walk(current.root, target.tree, "")
+    root_tree = load(target.tree)
+    walk(current.root, target.tree, "",
+         IgnoreRules.for_root_contents(project.root, [project.store.get(root_tree[n].oid)
+                                                      for n in (".gitignore", ".rewindignore")
+                                                      if n in root_tree and root_tree[n].kind == FILE]))
     plan.ops.extend(reversed(dir_modes))  # deepest first, after every write inside them
     return plan
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 # -- applying ------------------------------------------------------------------------------

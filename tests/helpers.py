@@ -1,0 +1,87 @@
+"""Shared test helpers: run the real console script, fingerprint trees, build projects."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from rewind.project import open_project, resolve_root
+
+BIN = Path(sys.executable).parent / "rewind"
+REWIND = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "rewind"]
+
+
+def run_rewind(*args, cwd=None, input=None, env=None, check=None):
+    """Run the installed `rewind` script; returns the CompletedProcess (text mode)."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run([*REWIND, *map(str, args)], cwd=cwd, input=input, env=full_env,
+                          capture_output=True, text=True, timeout=120)
+    if check is not None:
+        assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+def git(*args, cwd):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def fingerprint(root, skip=(".git",)) -> dict:
+    """Everything a restore must reproduce: kind, permission bits, bytes or link target.
+    Symlinks are never followed."""
+    out = {}
+    root = os.fspath(root)
+
+    def walk(d, rel):
+        for name in sorted(os.listdir(d)):
+            if not rel and name in skip:
+                continue
+            full = os.path.join(d, name)
+            key = f"{rel}/{name}" if rel else name
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                out[key] = ("link", os.readlink(full))
+            elif stat.S_ISDIR(st.st_mode):
+                out[key] = ("dir", stat.S_IMODE(st.st_mode))
+                walk(full, key)
+            else:
+                with open(full, "rb") as f:
+                    out[key] = ("file", stat.S_IMODE(st.st_mode), f.read())
+    walk(root, "")
+    return out
+
+
+def project(root):
+    return open_project(resolve_root(os.fspath(root)), create=True)
+
+
+def write(root, rel, data: bytes | str = b"x", mode=None):
+    p = Path(root) / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data.encode() if isinstance(data, str) else data)
+    if mode is not None:
+        os.chmod(p, mode)
+    return p
+
+
+def age_files(root, seconds=3600):
+    """Move every mtime into the past, so the racy-timestamp rule does not apply."""
+    import time
+    past = int((time.time() - seconds) * 1e9)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.utime(p, ns=(past, past))
+
+
+def rmtree(path):
+    def onerror(func, p, exc):
+        os.chmod(os.path.dirname(p), 0o700)
+        func(p)
+    shutil.rmtree(path, onerror=onerror)
