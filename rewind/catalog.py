@@ -73,6 +73,61 @@ CREATE TABLE restores (
     paths TEXT,
     created_at TEXT NOT NULL
 );
+CREATE TABLE project_state (
+    project_id INTEGER PRIMARY KEY,
+    last_tree TEXT,
+    last_scan_ns INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE sessions (
+    agent TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    project_id INTEGER NOT NULL,
+    first_cwd TEXT,
+    source TEXT,
+    started_ns INTEGER NOT NULL,
+    ended_ns INTEGER,
+    PRIMARY KEY (agent, session_id)
+);
+CREATE TABLE windows (
+    id INTEGER PRIMARY KEY,
+    project_id INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    session_id TEXT,
+    agent_id TEXT,
+    tool_use_id TEXT,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    command TEXT,
+    target BLOB,
+    opened_ns INTEGER NOT NULL,
+    closed_ns INTEGER,
+    post_oid TEXT,
+    failed INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX windows_open ON windows(project_id, closed_ns);
+CREATE TABLE observations (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    project_id INTEGER NOT NULL,
+    base INTEGER,
+    path BLOB NOT NULL,
+    source TEXT NOT NULL,
+    tool TEXT,
+    command TEXT,
+    session_id TEXT,
+    flags TEXT NOT NULL DEFAULT '',
+    ts INTEGER NOT NULL
+);
+CREATE INDEX observations_base ON observations(project_id, base);
+CREATE TABLE preimages (
+    project_id INTEGER NOT NULL,
+    base INTEGER,
+    path BLOB NOT NULL,
+    oid TEXT NOT NULL,
+    tool TEXT,
+    tool_use_id TEXT,
+    session_id TEXT,
+    ts INTEGER NOT NULL
+);
 CREATE TABLE statcache (
     project_id INTEGER NOT NULL,
     path BLOB NOT NULL,
@@ -285,6 +340,57 @@ class Catalog:
             self.db.executemany("INSERT OR REPLACE INTO statcache(project_id, path, kind, size, mtime_ns,"
                                 " ctime_ns, ino, mode, oid) VALUES (?,?,?,?,?,?,?,?,?)",
                                 [(project_id, os.fsencode(p), *v) for p, v in upserts.items()])
+
+
+    # -- hook state ----------------------------------------------------------------------
+    def state(self, project_id: int) -> tuple[str | None, int]:
+        row = self.db.execute("SELECT last_tree, last_scan_ns FROM project_state WHERE project_id=?",
+                              (project_id,)).fetchone()
+        return (row[0], row[1]) if row else (None, 0)
+
+    def set_state(self, project_id: int, last_tree: str, last_scan_ns: int) -> None:
+        self.db.execute("INSERT OR REPLACE INTO project_state(project_id, last_tree, last_scan_ns) "
+                        "VALUES (?, ?, ?)", (project_id, last_tree, last_scan_ns))
+
+    def has_sessions(self, project_id: int) -> bool:
+        return self.db.execute("SELECT 1 FROM sessions WHERE project_id=? LIMIT 1",
+                               (project_id,)).fetchone() is not None
+
+    def session_project(self, agent: str, session_id: str) -> tuple[int, str | None] | None:
+        return self.db.execute("SELECT project_id, first_cwd FROM sessions WHERE agent=? AND session_id=?",
+                               (agent, session_id)).fetchone()
+
+    def open_windows(self, project_id: int) -> list[dict]:
+        cols = ("id", "agent", "session_id", "agent_id", "tool_use_id", "tool", "kind", "command",
+                "target", "opened_ns", "closed_ns", "post_oid", "failed")
+        rows = self.db.execute(f"SELECT {','.join(cols)} FROM windows WHERE project_id=? AND "
+                               "(closed_ns IS NULL OR closed_ns >= (SELECT coalesce(max(last_scan_ns), 0) "
+                               "FROM project_state WHERE project_id=?))", (project_id, project_id))
+        out = []
+        for r in rows:
+            w = dict(zip(cols, r))
+            w["target"] = os.fsdecode(w["target"]) if w["target"] is not None else None
+            out.append(w)
+        return out
+
+    def insert_observations(self, project_id: int, base: int | None, rows: list[ChangeRow], ts: int) -> None:
+        self.db.executemany(
+            "INSERT INTO observations(project_id, base, path, source, tool, command, session_id, flags, ts)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            [(project_id, base, os.fsencode(r.path), r.source, r.tool, r.command, r.session_id,
+              ",".join(r.flags), ts) for r in rows])
+
+    def observations(self, project_id: int, base: int | None) -> dict[str, tuple]:
+        """Latest observation per path under checkpoint `base`: path -> (source, tool, command,
+        session_id, flags)."""
+        out: dict[str, tuple] = {}
+        cond = "base IS NULL" if base is None else "base=?"
+        args = (project_id,) if base is None else (project_id, base)
+        for path, *rest in self.db.execute(
+                f"SELECT path, source, tool, command, session_id, flags FROM observations "
+                f"WHERE project_id=? AND {cond} ORDER BY seq", args):
+            out[os.fsdecode(path)] = tuple(rest)
+        return out
 
 
 class _Txn:

@@ -28,7 +28,7 @@ from .ignore import IgnoreRules
 from .lock import project_lock
 from .project import Project
 from .scan import ScanResult
-from .snapshot import TreeLoader, capture, working_scan
+from .snapshot import TreeLoader, capture, record, working_scan
 from .tree import DIR, FILE, LARGE, LINK, Entry
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -334,6 +334,8 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         done = apply_plan(project, plan, data, tag, journal)
         os.sync()
         os.unlink(jpath)
+        # what the restore wrote is attributed to it
+        record(project, None, locked=True, forced=("rewind", None, None, None))
         return safety, plan, done
 
 

@@ -1,15 +1,22 @@
-"""capture(): lock, scan, make the objects durable, then commit the checkpoint row.
+"""record(): scan the tree, make its objects durable, attribute what changed since the last
+scan, and (for a checkpoint) commit the checkpoint row.
 
 Write order is objects first, catalog row last: a checkpoint exists once its row commits,
-and every object it names is on disk by then. The changes under the previous checkpoint
-(what happened between it and this one) are computed and stored in the same transaction.
+and every object it names is on disk by then.
+
+Attribution at hook granularity: every scan closes a *segment* (from the previous scan to
+now). The tool windows open across a segment say who made its changes: one shell window
+-> `bash` with its command; several -> `bash`, flagged `ambiguous`; an edit tool's target
+whose content is what the tool wrote -> `tool`; no window -> `external` (or `unknown` in a
+project no agent hook has ever reported on). Segments are stored as observations; when
+the next checkpoint is taken, each changed path takes its latest observation.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from contextlib import nullcontext
-from typing import Callable
 
 from . import tree as treemod
 from .catalog import ChangeRow, Checkpoint
@@ -20,8 +27,6 @@ from .objects import Store
 from .project import Project, git_state
 from .scan import ScanResult, scan
 from .tree import FILE, Entry, Tree
-
-Attribute = Callable[[Checkpoint, list[ChangeRow]], None]
 
 
 class TreeLoader:
@@ -60,15 +65,84 @@ def working_scan(project: Project) -> ScanResult:
     return scan(project.root, None, cache)
 
 
-def capture(project: Project, kind: str, *, message: str | None = None, meta: dict | None = None,
-            attribute: Attribute | None = None, lock_timeout: float = 30.0,
-            restore_target: int | None = None, locked: bool = False) -> tuple[Checkpoint, ScanResult]:
-    """Take a checkpoint of the project's tree. `locked`: the caller holds the project lock."""
-    meta = meta or {}
+def _default_source(project: Project, windows: list[dict], since_ns: int) -> tuple:
+    """(source, tool, command, session_id, flags) for a change no edit tool explains."""
+    shells = [w for w in windows if w["kind"] == "bash" and w["closed_ns"] is None
+              and w["opened_ns"] <= since_ns]
+    if len(shells) == 1:
+        w = shells[0]
+        return "bash", w["tool"], w["command"], w["session_id"], []
+    if shells:
+        return ("bash", shells[0]["tool"], " | ".join(w["command"] or "" for w in shells), None,
+                ["ambiguous"])
+    if project.catalog.has_sessions(project.id):
+        return "external", None, None, None, []
+    return "unknown", None, None, None, []
+
+
+def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
+                      forced: tuple | None = None) -> None:
+    """Give each change of one segment its source (see the module docstring)."""
+    if forced is not None:
+        for r in rows:
+            r.source, r.tool, r.command, r.session_id = forced
+        return
+    windows = project.catalog.open_windows(project.id)
+    default = _default_source(project, windows, since_ns)
+    edits: dict[str, list[dict]] = {}
+    for w in windows:
+        if w["kind"] == "tool" and w["target"] is not None:
+            edits.setdefault(w["target"], []).append(w)
+    for r in rows:
+        source = default
+        for w in reversed(edits.get(r.path, [])):
+            if w["closed_ns"] is None or w["post_oid"] == (r.new_oid or ""):
+                source = ("tool", w["tool"], None, w["session_id"], [])
+                break
+        r.source, r.tool, r.command, r.session_id = source[:4]
+        r.flags = r.flags + [f for f in source[4] if f not in r.flags]
+
+
+def _apply_observations(rows: list[ChangeRow], obs: dict[str, tuple]) -> list[ChangeRow]:
+    """Sources from the latest observation of each path; observations of paths no tree
+    holds (an edit outside the project, an ignored path) become rows of their own."""
+    seen = set()
+    for r in rows:
+        o = obs.get(r.path)
+        seen.add(r.path)
+        if o is None:
+            continue
+        r.source, r.tool, r.command, r.session_id = o[:4]
+        r.flags += [f for f in o[4].split(",") if f and f not in r.flags]
+    extra = []
+    for path, o in obs.items():
+        flags = [f for f in o[4].split(",") if f]
+        if path not in seen and ("outside" in flags or "ignored" in flags):
+            extra.append(ChangeRow(path=path, status="modified", old_kind=None, new_kind=None,
+                                   old_mode=None, new_mode=None, old_oid=None, new_oid=None,
+                                   old_size=None, new_size=None, source=o[0], tool=o[1],
+                                   command=o[2], session_id=o[3], flags=flags))
+    return rows + extra
+
+
+def _git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tuple) -> ChangeRow | None:
+    if (prev.git_head, prev.git_branch) == (head, branch) or (prev.git_head is None and head is None):
+        return None
+    return ChangeRow(path=".git/HEAD", status="modified", old_kind=None, new_kind=None,
+                     old_mode=None, new_mode=None, old_oid=prev.git_head, new_oid=head,
+                     old_size=None, new_size=None, source=source[0], tool=source[1],
+                     command=source[2], session_id=source[3], flags=["git"])
+
+
+def record(project: Project, kind: str | None, *, message: str | None = None, meta: dict | None = None,
+           lock_timeout: float = 30.0, restore_target: int | None = None, locked: bool = False,
+           forced: tuple | None = None, extra: list[ChangeRow] | None = None):
+    """Scan, attribute the segment since the last scan, and with a `kind` take checkpoint.
+    Returns (checkpoint or None, scan result, the scan's timestamp)."""
     guard = nullcontext() if locked else project_lock(project.home, project.id, timeout=lock_timeout)
     with guard:
-        store = project.store
-        cache = project.catalog.load_statcache(project.id)
+        store, catalog = project.store, project.catalog
+        cache = catalog.load_statcache(project.id)
         fs_now = fs_timestamp(store)
         try:
             result = scan(project.root, store, cache, fs_now)
@@ -76,31 +150,57 @@ def capture(project: Project, kind: str, *, message: str | None = None, meta: di
         except BaseException:
             store.discard()
             raise
-        head, branch = git_state(project.root)
-        created = now_ns()
-        cp = Checkpoint(project_id=project.id, number=0, kind=kind, created_at=iso(created),
-                        created_ns=created, tree=result.root, message=message,
-                        git_head=head, git_branch=branch, restore_target=restore_target,
-                        stats=result.stats.to_json(), **meta)
-        prev = project.catalog.latest(project.id)
+        stamp = time.time_ns()
+        last_tree, last_ns = catalog.state(project.id)
+        prev = catalog.latest(project.id)
+        if last_tree is None and prev is not None:
+            last_tree = prev.tree
+        load = TreeLoader(store, result.trees)
+        segment: list[ChangeRow] = []
+        if last_tree is not None and last_tree != result.root:
+            segment = change_rows(list(diff_trees(load, last_tree, result.root)))
+            attribute_segment(project, segment, last_ns, forced)
+        segment += extra or []
+        cp = None
+        if kind is not None:
+            head, branch = git_state(project.root)
+            created = now_ns()
+            cp = Checkpoint(project_id=project.id, number=0, kind=kind, created_at=iso(created),
+                            created_ns=created, tree=result.root, message=message, git_head=head,
+                            git_branch=branch, restore_target=restore_target,
+                            stats=result.stats.to_json(), **(meta or {}))
         rows: list[ChangeRow] = []
-        if prev is not None:
-            load = TreeLoader(store, result.trees)
+        if cp is not None and prev is not None:
             pairs = list(diff_trees(load, prev.tree, result.root))
-            rows = change_rows(pairs, _binary_in(store, pairs), result.hardlinks)
-            attribute_changes(project, prev, rows)
-            if attribute is not None:
-                attribute(prev, rows)
-        with project.catalog.transaction():
-            cp.number = project.catalog.allocate_number(project.id)
-            project.catalog.insert_checkpoint(cp)
-            if prev is not None:
-                project.catalog.insert_changes(project.id, prev.number, rows)
-            project.catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed)
-        return cp, result
+            rows = change_rows(pairs, _binary_in(store), result.hardlinks)
+        with catalog.transaction():
+            base = prev.number if prev else None
+            if segment:
+                catalog.insert_observations(project.id, base, segment, stamp)
+            if cp is not None:
+                if prev is not None:
+                    rows = _apply_observations(rows, catalog.observations(project.id, base))
+                    _fallback_rewind(project, prev, rows)
+                    windows = catalog.open_windows(project.id)
+                    g = _git_row(prev, cp.git_head, cp.git_branch, _default_source(project, windows, last_ns))
+                    if g is not None:
+                        rows.append(g)
+                cp.number = catalog.allocate_number(project.id)
+                catalog.insert_checkpoint(cp)
+                if prev is not None:
+                    catalog.insert_changes(project.id, prev.number, rows)
+            catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed)
+            catalog.set_state(project.id, result.root, stamp)
+        return cp, result, stamp
 
 
-def _binary_in(store: Store, pairs, limit: int = 2000):
+def capture(project: Project, kind: str, **kw) -> tuple[Checkpoint, ScanResult]:
+    """Take a checkpoint of the project's tree."""
+    cp, result, _ = record(project, kind, **kw)
+    return cp, result
+
+
+def _binary_in(store: Store, limit: int = 2000):
     """A binary check that reads at most `limit` blobs (large change sets stay cheap)."""
     budget = [limit]
 
@@ -112,17 +212,17 @@ def _binary_in(store: Store, pairs, limit: int = 2000):
     return guarded
 
 
-def attribute_changes(project: Project, cp: Checkpoint, rows: list[ChangeRow]) -> None:
-    """The sources the core can tell by itself: what a rewind wrote is `rewind`."""
+def _fallback_rewind(project: Project, cp: Checkpoint, rows: list[ChangeRow]) -> None:
+    """Without an observation, what a rewind's plan touched is `rewind`."""
     if cp.kind != "rewind":
         return
     made = project.catalog.restore_made(project.id, cp.number)
     if made is None:
         return
-    _, paths = made
-    restored = set(paths or [])
+    restored = set(made[1] or [])
     for row in rows:
-        if row.path in restored or any(row.path.startswith(p + "/") for p in restored):
+        if row.source == "unknown" and (row.path in restored
+                                        or any(row.path.startswith(p + "/") for p in restored)):
             row.source = "rewind"
 
 
@@ -131,13 +231,27 @@ def live_changes(project: Project, cp: Checkpoint) -> tuple[list[ChangeRow], Sca
     result = working_scan(project)
     load = TreeLoader(project.store, result.trees)
     pairs = list(diff_trees(load, cp.tree, result.root))
-    root = project.root
     rows = change_rows(pairs, None, result.hardlinks)
     for row, (path, old, new) in zip(rows, pairs):
         if (old is not None and old.kind == FILE and _blob_binary(project.store, old.oid)) or \
-                (new is not None and new.kind == FILE and _file_binary(os.path.join(root, path))):
+                (new is not None and new.kind == FILE and _file_binary(os.path.join(project.root, path))):
             row.flags.append("binary")
-    attribute_changes(project, cp, rows)
+    # what changed since the last scan has no observation yet: attribute it as a segment would
+    last_tree, last_ns = project.catalog.state(project.id)
+    if last_tree is not None and last_tree != result.root:
+        try:
+            recent = {r.path for r in change_rows(list(diff_trees(load, last_tree, result.root)))}
+        except Exception:
+            recent = set()
+        pending = [r for r in rows if r.path in recent]
+        attribute_segment(project, pending, last_ns)
+    else:
+        recent = set()
+    obs = project.catalog.observations(project.id, cp.number)
+    rows = _apply_observations([r for r in rows if r.path not in recent], obs) + \
+        [r for r in rows if r.path in recent]
+    rows.sort(key=lambda r: r.path)
+    _fallback_rewind(project, cp, rows)
     return rows, result
 
 

@@ -16,7 +16,7 @@ from . import PATHS_REF
 from .cmd_list import describe
 from .common import IdSpec, parse_id, project_for, project_paths, resolve_checkpoint
 
-AGENT_SOURCES = ("tool", "bash")
+AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint
 
 
 def latest_changes(project, since: int, paths: set[str]) -> dict[str, ChangeRow]:
@@ -48,11 +48,13 @@ def print_plan(project, plan: RestorePlan, title: str) -> list[str]:
     render.out(title)
     if plan.empty:
         render.out("  nothing to do: the tree already matches.")
-    width = max((len(op.action) for op in plan.ops), default=0)
-    for op in plan.ops[:500]:
+    made = {op.path for op in plan.ops if op.action == "mkdir"}
+    shown = [op for op in plan.ops if not (op.action == "chmod" and op.path in made)]
+    width = max((len(op.action) for op in shown), default=0)
+    for op in shown[:500]:
         render.out(f"  {op.action:<{width}}  {render.display_path(op.path)}")
-    if len(plan.ops) > 500:
-        render.out(f"  … and {len(plan.ops) - 500} more operations")
+    if len(shown) > 500:
+        render.out(f"  … and {len(shown) - 500} more operations")
     for path, why in plan.skipped:
         render.out(f"  skip  {render.display_path(path)}: {why}")
     over = plan.overwrites()
@@ -64,9 +66,11 @@ def print_plan(project, plan: RestorePlan, title: str) -> list[str]:
         for op in over[:200]:
             row = latest.get(op.path)
             mark = ""
-            if row is None or row.source not in AGENT_SOURCES:
+            other_session = (row is not None and row.source in ("tool", "bash") and plan.target.session_id
+                             and row.session_id and row.session_id != plan.target.session_id)
+            if row is None or row.source not in AGENT_SOURCES or other_session:
                 not_agent.append(op.path)
-                mark = "   <- not written by the agent"
+                mark = "   <- another session" if other_session else "   <- not written by the agent"
             render.out(f"  {render.display_path(op.path)}  last changed by: {who(row)}{mark}")
         if len(over) > 200:
             render.out(f"  … and {len(over) - 200} more")

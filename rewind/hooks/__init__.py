@@ -1,0 +1,5 @@
+"""Agent adapters: one module per agent, registered here by name."""
+
+ADAPTERS = {
+    "claude": "rewind.hooks.claude",
+}

@@ -1,0 +1,97 @@
+"""Claude Code: payload -> Event, and the settings entries that call `rewind hook claude`.
+
+Payload shapes are Claude Code 2.1.197's, as captured in shared/realclient/payloads.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .base import EDIT_TOOLS, SHELL_TOOLS, Event
+
+AGENT = "claude"
+
+_KIND = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "prompt",
+    "PreToolUse": "pre_tool",
+    "PostToolUse": "post_tool",
+    "PostToolUseFailure": "post_tool",
+    "Stop": "stop",
+    "StopFailure": "stop",
+    "SubagentStop": "stop",
+    "SessionEnd": "session_end",
+}
+
+
+def _str(value, limit: int | None = None) -> str | None:
+    if not isinstance(value, str):
+        return None
+    value = value.replace("\0", "")
+    return value[:limit] if limit else value
+
+
+def parse(payload: dict, env: dict) -> Event | None:
+    """An Event, or None for events rewind does not act on."""
+    name = payload.get("hook_event_name")
+    kind = _KIND.get(name) if isinstance(name, str) else None
+    session_id = _str(payload.get("session_id"), 200)
+    if kind is None or not session_id:
+        return None
+    ev = Event(agent=AGENT, kind=kind, session_id=session_id,
+               cwd=_str(payload.get("cwd"), 4096),
+               project_dir=_str(env.get("CLAUDE_PROJECT_DIR"), 4096),
+               transcript_path=_str(payload.get("transcript_path"), 4096),
+               prompt_id=_str(payload.get("prompt_id"), 200),
+               agent_id=_str(payload.get("agent_id"), 200))
+    if kind == "session_start":
+        ev.source = _str(payload.get("source"), 50)
+    elif kind == "session_end":
+        ev.source = _str(payload.get("reason"), 50)
+    elif kind == "prompt":
+        ev.prompt = _str(payload.get("prompt"))
+        ev.prompt_source = _str(payload.get("source"), 50)
+    elif kind in ("pre_tool", "post_tool"):
+        ev.tool = _str(payload.get("tool_name"), 200)
+        ev.tool_use_id = _str(payload.get("tool_use_id"), 200)
+        ev.failed = name == "PostToolUseFailure"
+        tool_input = payload.get("tool_input")
+        if not isinstance(tool_input, dict):
+            tool_input = {}
+        if ev.tool in SHELL_TOOLS:
+            ev.command = _str(tool_input.get("command"), 10_000)
+        elif ev.tool in EDIT_TOOLS:
+            target = _str(tool_input.get("file_path")) or _str(tool_input.get("notebook_path"))
+            if target:
+                ev.targets = [target]
+        else:
+            return None  # Read, Grep, WebFetch...: nothing to record
+    elif kind == "stop":
+        ev.stop_scope = "agent" if name == "SubagentStop" else "session"
+    return ev
+
+
+# -- installing -------------------------------------------------------------------------------
+
+TOOL_MATCHER = "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell"
+# (event, matcher or None, timeout seconds)
+HOOK_EVENTS = [
+    ("SessionStart", None, 30),
+    ("UserPromptSubmit", None, 120),
+    ("PreToolUse", TOOL_MATCHER, 120),
+    ("PostToolUse", TOOL_MATCHER, 120),
+    ("PostToolUseFailure", TOOL_MATCHER, 120),
+    ("Stop", None, 60),
+    ("StopFailure", None, 60),
+    ("SubagentStop", None, 60),
+    ("SessionEnd", None, 1),   # Claude Code gives all SessionEnd hooks 1.5 s together
+]
+
+
+def settings_path(scope: str, project_root: str) -> str:
+    if scope == "project":
+        return os.path.join(project_root, ".claude", "settings.json")
+    if scope == "local":
+        return os.path.join(project_root, ".claude", "settings.local.json")
+    config = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
+    return os.path.join(config, "settings.json")

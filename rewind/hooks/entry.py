@@ -1,0 +1,57 @@
+"""`rewind hook AGENT`: the agent's payload on stdin. Never breaks the agent: always exits
+0, prints nothing on stdout, logs its errors. Imports nothing heavy."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+MAX_PAYLOAD = 64 * 1024 * 1024
+
+
+def run_hook(args: list[str]) -> int:
+    try:
+        _run(args)
+    except BaseException as e:  # whatever happens, the agent goes on
+        if isinstance(e, KeyboardInterrupt):
+            return 0
+        try:
+            from ..log import log
+            log(f"hook {' '.join(args)[:100]} failed: {type(e).__name__}: {e}", e)
+        except BaseException:
+            pass
+    return 0
+
+
+def _run(args: list[str]) -> None:
+    from ..log import log
+    from . import ADAPTERS
+    agent = args[0] if args else ""
+    if agent not in ADAPTERS:
+        log(f"hook: unknown agent {agent!r} (known: {', '.join(sorted(ADAPTERS))})")
+        return
+    if sys.stdin is None or sys.stdin.isatty():
+        sys.stderr.write("rewind hook reads an agent's hook payload on stdin; it is run by the agent.\n")
+        return
+    data = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+    if len(data) > MAX_PAYLOAD:
+        log(f"hook {agent}: payload over {MAX_PAYLOAD} bytes, ignored")
+        return
+    try:
+        payload = json.loads(data)
+    except ValueError as e:
+        log(f"hook {agent}: payload is not JSON ({e}); first bytes {data[:80]!r}")
+        return
+    if not isinstance(payload, dict):
+        log(f"hook {agent}: payload is a JSON {type(payload).__name__}, not an object")
+        return
+    import importlib
+    adapter = importlib.import_module(ADAPTERS[agent])
+    event = adapter.parse(payload, os.environ)
+    if event is None:
+        return
+    from ..recorder import handle
+    note = handle(event)
+    if os.environ.get("REWIND_HOOK_TRACE"):
+        log(f"hook {agent} {payload.get('hook_event_name')}: {note}")

@@ -1,0 +1,139 @@
+"""Merge rewind's hook entries into an agent's JSON settings file, and take them out again.
+
+Idempotent, keeps every other key and hook, refuses a file that is not valid JSON, writes a
+backup of the original first, and on uninstall gives back the original bytes when nothing
+else changed in between.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+
+from ..errors import RewindError
+from ..fsutil import atomic_write
+
+MARK = " hook "
+
+
+def hook_command(agent: str) -> str:
+    """The command the agent runs: an absolute path, so it works without rewind on PATH.
+    The venv's script or python is used as it is, never resolved to the base interpreter
+    (which would not have rewind installed)."""
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(script) == "rewind" and os.access(script, os.X_OK):
+        return f"{shlex.quote(script)} hook {agent}"
+    found = shutil.which("rewind")
+    if found:
+        return f"{shlex.quote(os.path.abspath(found))} hook {agent}"
+    return f"{shlex.quote(sys.executable)} -m rewind hook {agent}"
+
+
+def _is_ours(entry: dict, agent: str) -> bool:
+    cmd = entry.get("command") if isinstance(entry, dict) else None
+    return isinstance(cmd, str) and "rewind" in cmd and cmd.rstrip().endswith(f"hook {agent}")
+
+
+def _load(path: str) -> tuple[dict, bytes | None]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return {}, None
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except ValueError as e:
+        raise RewindError(f"{path} is not valid JSON ({e}); not touching it",
+                          hint="fix the file, then run the command again") from None
+    if not isinstance(data, dict):
+        raise RewindError(f"{path} does not hold a JSON object; not touching it")
+    return data, raw
+
+
+def _strip(settings: dict, agent: str) -> dict:
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return settings
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                inner = [h for h in group["hooks"] if not _is_ours(h, agent)]
+                if not inner and group["hooks"]:
+                    continue
+                group = dict(group, hooks=inner)
+            kept.append(group)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if not hooks:
+        del settings["hooks"]
+    return settings
+
+
+def install(path: str, agent: str, events: list[tuple[str, str | None, int]]) -> str:
+    settings, raw = _load(path)
+    backup = path + ".rewind-backup"
+    if raw is not None and not os.path.exists(backup):
+        atomic_write(backup, raw, mode=0o600)
+    settings = _strip(settings, agent)
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise RewindError(f"{path}: \"hooks\" is not an object; not touching it")
+    command = hook_command(agent)
+    for event, matcher, timeout in events:
+        group: dict = {}
+        if matcher is not None:
+            group["matcher"] = matcher
+        group["hooks"] = [{"type": "command", "command": command, "timeout": timeout}]
+        existing = hooks.get(event)
+        hooks[event] = (existing if isinstance(existing, list) else []) + [group]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write(path, (json.dumps(settings, indent=2) + "\n").encode(), mode=0o644)
+    return command
+
+
+def uninstall(path: str, agent: str) -> bool:
+    settings, raw = _load(path)
+    if raw is None:
+        return False
+    stripped = _strip(json.loads(json.dumps(settings)), agent)
+    if stripped == settings:
+        return False
+    backup = path + ".rewind-backup"
+    try:
+        with open(backup, "rb") as f:
+            original = f.read()
+        if json.loads(original) == stripped:   # nothing else changed: give back the original bytes
+            atomic_write(path, original, mode=0o644)
+            os.unlink(backup)
+            return True
+    except (OSError, ValueError):
+        pass
+    atomic_write(path, (json.dumps(stripped, indent=2) + "\n").encode(), mode=0o644)
+    return True
+
+
+def status(path: str, agent: str) -> dict:
+    try:
+        settings, raw = _load(path)
+    except RewindError as e:
+        return {"path": path, "installed": False, "error": e.message}
+    events, commands = [], set()
+    hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
+    for event, groups in hooks.items():
+        for group in groups if isinstance(groups, list) else []:
+            for h in (group.get("hooks") or []) if isinstance(group, dict) else []:
+                if _is_ours(h, agent):
+                    events.append(event)
+                    commands.add(h["command"])
+    resolves = all(os.access(shlex.split(c)[0], os.X_OK) for c in commands) if commands else None
+    return {"path": path, "installed": bool(events), "events": sorted(set(events)),
+            "commands": sorted(commands), "command_resolves": resolves}

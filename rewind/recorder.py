@@ -1,0 +1,238 @@
+"""The per-event logic of DESIGN.md's "How a prompt is recorded", agent-neutral.
+
+Every agent adapter turns its payload into an `Event`; `handle` does the rest. Shell
+windows are bracketed by scans (the scan before opening and the scan before closing
+separate what the command did from what happened before it); edit tools never scan the
+tree: they store the target's pre-image and, afterwards, the hash of what they wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as S
+import time
+
+from .constants import MAX_FILE_SIZE
+from .hooks.base import EDIT_TOOLS, SHELL_TOOLS, Event
+from .ignore import IgnoreRules
+from .objects import Store, digest_of
+from .project import Project, open_catalog, resolve_root
+from .snapshot import record
+
+SCAN_LOCK_TIMEOUT = 60.0
+
+
+def _usable_dir(path: str | None) -> str | None:
+    if not path or not os.path.isabs(path) or "\0" in path:
+        return None
+    return path if os.path.isdir(path) else None
+
+
+def project_root(ev: Event, catalog) -> str | None:
+    """The session's project: known from its first event, else the agent's project dir,
+    else the cwd (which follows `cd` inside shell commands, hence last)."""
+    known = catalog.session_project(ev.agent, ev.session_id)
+    if known is not None:
+        return catalog.project_root(known[0])
+    base = _usable_dir(ev.project_dir) or _usable_dir(ev.cwd)
+    if base is None:
+        return None
+    root = resolve_root(base)
+    home = os.path.realpath(catalog.home)
+    if root == "/" or root == home or home.startswith(root.rstrip("/") + "/") or \
+            root.startswith(home + "/"):
+        return None  # never the whole filesystem, nor a tree holding rewind's own store
+    return root
+
+
+def handle(ev: Event) -> str:
+    """Act on one event. Returns a short note of what was done (for the log and tests)."""
+    home, catalog = open_catalog()
+    try:
+        root = project_root(ev, catalog)
+        if root is None:
+            return f"ignored: no usable project directory (cwd={ev.cwd!r})"
+        pid = catalog.project_id(root, create=True)
+        project = Project(home, root, pid, catalog, Store(home))
+        _register(project, ev)
+        return _dispatch(project, ev)
+    finally:
+        catalog.close()
+
+
+def _register(project: Project, ev: Event) -> None:
+    db = project.catalog.db
+    with project.catalog.transaction():
+        db.execute("INSERT OR IGNORE INTO sessions(agent, session_id, project_id, first_cwd, source, started_ns)"
+                   " VALUES (?, ?, ?, ?, ?, ?)",
+                   (ev.agent, ev.session_id, project.id, ev.cwd, ev.source, time.time_ns()))
+
+
+def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
+    db = project.catalog.db
+    with project.catalog.transaction():
+        if scope == "agent" and ev.agent_id:
+            db.execute("UPDATE windows SET closed_ns=? WHERE project_id=? AND closed_ns IS NULL AND "
+                       "agent=? AND session_id=? AND agent_id=?",
+                       (time.time_ns(), project.id, ev.agent, ev.session_id, ev.agent_id))
+        else:
+            db.execute("UPDATE windows SET closed_ns=? WHERE project_id=? AND closed_ns IS NULL AND "
+                       "agent=? AND session_id=?", (time.time_ns(), project.id, ev.agent, ev.session_id))
+
+
+def _dispatch(project: Project, ev: Event) -> str:
+    if ev.kind == "session_start":
+        return "session registered"
+    if ev.kind == "session_end":
+        _close_windows(project, ev)
+        with project.catalog.transaction():
+            project.catalog.db.execute("UPDATE sessions SET ended_ns=? WHERE agent=? AND session_id=?",
+                                       (time.time_ns(), ev.agent, ev.session_id))
+        return "session ended"
+    if ev.kind == "prompt":
+        meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
+                "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
+        cp, _, _ = record(project, "prompt", message=ev.prompt, meta=meta, lock_timeout=SCAN_LOCK_TIMEOUT)
+        _close_windows(project, ev)   # a cancelled tool sends no Post event
+        return f"checkpoint {cp.number}"
+    if ev.kind == "stop":
+        record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+        _close_windows(project, ev, ev.stop_scope)
+        return "turn closed"
+    if ev.tool in SHELL_TOOLS:
+        return _shell(project, ev)
+    if ev.tool in EDIT_TOOLS:
+        return _edit(project, ev)
+    return "nothing to do"
+
+
+def _shell(project: Project, ev: Event) -> str:
+    db = project.catalog.db
+    if ev.kind == "pre_tool":
+        _, _, stamp = record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+        with project.catalog.transaction():
+            db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
+                       " command, opened_ns) VALUES (?,?,?,?,?,?,?,?,?)",
+                       (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool, "bash",
+                        ev.command, stamp))
+        return "shell window opened"
+    record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+    with project.catalog.transaction():
+        wid = _find_window(project, ev, "bash")
+        if wid is not None:
+            db.execute("UPDATE windows SET closed_ns=?, failed=? WHERE id=?",
+                       (time.time_ns(), int(ev.failed), wid))
+    return "shell window closed"
+
+
+def _find_window(project: Project, ev: Event, kind: str) -> int | None:
+    db = project.catalog.db
+    if ev.tool_use_id:
+        row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND tool_use_id=? AND "
+                         "closed_ns IS NULL ORDER BY id DESC LIMIT 1",
+                         (project.id, kind, ev.tool_use_id)).fetchone()
+        if row:
+            return row[0]
+    row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND session_id=? AND "
+                     "closed_ns IS NULL ORDER BY id LIMIT 1", (project.id, kind, ev.session_id)).fetchone()
+    return row[0] if row else None
+
+
+def _target(project: Project, ev: Event, raw: str) -> tuple[str, str | None, list[str]]:
+    """(absolute path, project-relative path or None, flags) for an edit tool's target."""
+    path = raw if os.path.isabs(raw) else os.path.join(ev.cwd or project.root, raw)
+    path = os.path.normpath(path)
+    parent, name = os.path.split(path)
+    real_parent = os.path.realpath(parent)
+    root = project.root.rstrip("/")
+    flags = []
+    if os.path.islink(path):
+        flags.append("symlink")
+        real = os.path.realpath(path)
+        if not real.startswith(root + "/"):
+            flags.append("outside")
+            return path, None, flags
+    full = os.path.join(real_parent, name)
+    if not full.startswith(root + "/"):
+        flags.append("outside")
+        return path, None, flags
+    rel = full[len(root) + 1:]
+    rules = IgnoreRules.for_root(project.root)
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        sub = "/".join(parts[: i + 1])
+        is_dir = i < len(parts) - 1
+        if rules.is_ignored(sub, is_dir):
+            flags.append("ignored")
+            break
+        if is_dir:
+            rules = rules.for_subdir(sub, os.path.join(project.root, sub))
+    return full, rel, flags
+
+
+def _read_regular(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not S.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_SIZE:
+            return None
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _edit(project: Project, ev: Event) -> str:
+    from .catalog import ChangeRow
+    db, catalog = project.catalog.db, project.catalog
+    notes = []
+    for raw in ev.targets[:20]:
+        full, rel, flags = _target(project, ev, raw)
+        if rel is None or "ignored" in flags:
+            # not captured by any snapshot: listed under the current checkpoint
+            if ev.kind == "pre_tool":
+                latest = catalog.latest(project.id)
+                row = ChangeRow(path=rel if rel is not None else full, status="modified",
+                                old_kind=None, new_kind=None, old_mode=None, new_mode=None,
+                                old_oid=None, new_oid=None, old_size=None, new_size=None,
+                                source="tool", tool=ev.tool, session_id=ev.session_id, flags=flags)
+                with catalog.transaction():
+                    catalog.insert_observations(project.id, latest.number if latest else None,
+                                                [row], time.time_ns())
+            notes.append(f"{raw}: {','.join(flags)}")
+            continue
+        if ev.kind == "pre_tool":
+            data = None if "symlink" in flags else _read_regular(full)
+            latest = catalog.latest(project.id)
+            if data is not None:
+                oid = project.store.put(data)
+                project.store.flush()
+                with catalog.transaction():
+                    db.execute("INSERT INTO preimages(project_id, base, path, oid, tool, tool_use_id,"
+                               " session_id, ts) VALUES (?,?,?,?,?,?,?,?)",
+                               (project.id, latest.number if latest else None, os.fsencode(rel), oid,
+                                ev.tool, ev.tool_use_id, ev.session_id, time.time_ns()))
+            with catalog.transaction():
+                db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool,"
+                           " kind, target, opened_ns) VALUES (?,?,?,?,?,?,?,?,?)",
+                           (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool,
+                            "tool", os.fsencode(rel), time.time_ns()))
+            notes.append(f"{rel}: pre-image {'stored' if data is not None else 'absent'}")
+        else:
+            data = _read_regular(full)
+            post = digest_of(data) if data is not None else ""
+            with catalog.transaction():
+                wid = _find_window(project, ev, "tool")
+                if wid is not None:
+                    db.execute("UPDATE windows SET closed_ns=?, post_oid=?, failed=? WHERE id=?",
+                               (time.time_ns(), post, int(ev.failed), wid))
+            notes.append(f"{rel}: closed")
+    return "; ".join(notes) or "no target"

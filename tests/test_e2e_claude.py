@@ -1,0 +1,66 @@
+"""End to end with the real Claude Code CLI (2.1.197) against a local mock of the model API
+(shared/realclient): real tool calls, real hooks, `rewind hook claude` as installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REWIND, fingerprint, run_rewind
+
+HARNESS = Path(__file__).resolve().parents[2] / "shared" / "realclient"
+CLAUDE = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not CLAUDE or not HARNESS.exists(),
+                                 reason="Claude Code not installed (npm i @anthropic-ai/claude-code@2.1.197)")]
+
+
+def _run(tmp_path, scenario, mode, events=True):
+    proj = tmp_path / "proj"
+    hook = " ".join(REWIND) + " hook claude"
+    r = subprocess.run([sys.executable, str(HARNESS / "run_session.py"), "--claude", CLAUDE,
+                        "--project-dir", str(proj), "--fresh", "--scenario", str(HARNESS / scenario),
+                        "--mode", mode, "--hook-command", hook]
+                       + (["--events", "SessionStart,UserPromptSubmit,PreToolUse,PostToolUse,Stop,SessionEnd"]
+                          if events else []),
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, IS_SANDBOX="1"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return proj
+
+
+def test_a_real_claude_code_session_is_recorded_attributed_and_rewindable(tmp_path):
+    proj = _run(tmp_path, "scenario.json", "stream")
+    cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
+    assert [c["kind"] for c in cps] == ["prompt"] * 3
+    assert cps[-1]["prompt"].startswith("Create the app skeleton")
+    shown = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=proj, check=0).stdout)["changes"]}
+    assert shown["src/app.py"]["source"] == "tool" and shown["src/app.py"]["tool"] == "Write"
+    assert shown["made_by_bash.txt"]["source"] == "bash"
+    two = {c["path"]: c for c in json.loads(run_rewind("show", "2", "--json", cwd=proj, check=0).stdout)["changes"]}
+    assert two["config.ini"]["source"] == "tool"
+    assert two["app_link.py"]["source"] == "bash" and "symlink" in two["app_link.py"]["flags"]
+    final = fingerprint(proj, skip=(".git", ".claude"))
+    run_rewind("to", "1", "--yes", cwd=proj, check=0)
+    assert not (proj / "src/app.py").exists() and (proj / "old.log").exists()
+    run_rewind("undo", "--yes", cwd=proj, check=0)
+    assert fingerprint(proj, skip=(".git", ".claude")) == final
+    log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
+    assert not log.exists(), log.read_text()
+
+
+def test_a_failing_command_that_changed_files_is_attributed_to_it(tmp_path):
+    # the scenario's own event list: every event Claude Code fires, PostToolUseFailure,
+    # PostToolBatch and CwdChanged included (rewind ignores the ones it does not use)
+    proj = _run(tmp_path, "scenario_edge.json", "stream", events=False)
+    shown = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=proj, check=0).stdout)["changes"]}
+    assert shown["partial.txt"]["source"] == "bash"
+    assert shown["partial.txt"]["command"].startswith("echo y > partial.txt")
+    assert shown["sub/in_cwd.txt"]["source"] == "bash"

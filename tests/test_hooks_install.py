@@ -1,0 +1,86 @@
+"""`rewind hooks install|uninstall|status claude`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+
+from helpers import run_rewind, write
+
+OTHER = """{
+    "permissions": {"allow": ["Bash(ls)"]},
+    "hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "echo mine"}]}],
+        "Notification": [{"hooks": [{"type": "command", "command": "notify-send hi"}]}]
+    }
+}
+"""
+
+
+def test_install_then_uninstall_leaves_the_file_byte_identical(tmp_path):
+    root = tmp_path / "proj"
+    settings = write(root, ".claude/settings.local.json", OTHER)
+    run_rewind("hooks", "install", "claude", cwd=root, check=0)
+    data = json.loads(settings.read_text())
+    assert data["permissions"] == {"allow": ["Bash(ls)"]}
+    assert data["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "echo mine"
+    ours = data["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    assert ours.endswith(" hook claude")
+    assert os.path.isabs(shlex.split(ours)[0])
+    # idempotent
+    run_rewind("hooks", "install", "claude", cwd=root, check=0)
+    again = json.loads(settings.read_text())
+    assert again == data
+    st = json.loads(run_rewind("hooks", "status", "claude", "--json", cwd=root, check=0).stdout)
+    local = [s for s in st if s["scope"] == "local"][0]
+    assert local["installed"] and local["command_resolves"] and "SessionEnd" in local["events"]
+    run_rewind("hooks", "uninstall", "claude", cwd=root, check=0)
+    assert settings.read_text() == OTHER
+
+
+def test_uninstall_after_other_edits_keeps_them(tmp_path):
+    root = tmp_path / "proj"
+    settings = write(root, ".claude/settings.json", OTHER)
+    run_rewind("hooks", "install", "claude", "--scope", "project", cwd=root, check=0)
+    data = json.loads(settings.read_text())
+    data["model"] = "opus"
+    settings.write_text(json.dumps(data))
+    run_rewind("hooks", "uninstall", "claude", "--scope", "project", cwd=root, check=0)
+    after = json.loads(settings.read_text())
+    assert after == dict(json.loads(OTHER), model="opus")
+
+
+def test_invalid_json_is_refused_and_left_alone(tmp_path):
+    root = tmp_path / "proj"
+    settings = write(root, ".claude/settings.local.json", "{ not json")
+    r = run_rewind("hooks", "install", "claude", cwd=root)
+    assert r.returncode == 1 and "not valid JSON" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert settings.read_text() == "{ not json"
+
+
+def test_user_scope_goes_to_the_claude_config_dir(tmp_path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    cfg = tmp_path / "claude-config"
+    run_rewind("hooks", "install", "claude", "--scope", "user", cwd=root, check=0,
+               env={"CLAUDE_CONFIG_DIR": str(cfg)})
+    assert "UserPromptSubmit" in json.loads((cfg / "settings.json").read_text())["hooks"]
+
+
+def test_the_installed_command_works_from_a_venv_install(tmp_path):
+    """rewindx's installer resolved the venv's python to the base interpreter, where rewind is
+    not installed. The command we write must run the venv's rewind."""
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    run_rewind("hooks", "install", "claude", cwd=root, check=0)
+    cmd = json.loads((root / ".claude/settings.local.json").read_text())["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": str(root), "prompt": "hello"}
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV",)}
+    env["PATH"] = "/usr/bin:/bin"   # rewind is not on the agent's PATH
+    r = subprocess.run(cmd, shell=True, input=json.dumps(payload), env=env, cwd=root,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == ""
+    cps = json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)
+    assert cps[0]["prompt"] == "hello"
