@@ -209,3 +209,49 @@ def test_in_process_replay_matches(tmp_path):
     replay(_session(root, tmp_path), hook_in_process(str(root)))
     cps = json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)
     assert len(cps) == 5
+
+
+def test_two_shell_windows_open_at_once_are_reported_as_ambiguous(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    deliver = hook_in_process(str(root))
+
+    def ev(name, session, **extra):
+        return {"hook_event_name": name, "session_id": session, "cwd": str(root), **extra}
+    deliver(ev("UserPromptSubmit", "A", prompt="first"))
+    deliver(ev("PreToolUse", "A", tool_name="Bash", tool_use_id="a1", tool_input={"command": "make a"}))
+    deliver(ev("PreToolUse", "B", tool_name="Bash", tool_use_id="b1", tool_input={"command": "make b"}))
+    write(root, "who.txt", "either of them")
+    deliver(ev("PostToolUse", "A", tool_name="Bash", tool_use_id="a1", tool_input={"command": "make a"}))
+    deliver(ev("PostToolUse", "B", tool_name="Bash", tool_use_id="b1", tool_input={"command": "make b"}))
+    write(root, "after.txt", "nobody's window")
+    deliver(ev("UserPromptSubmit", "A", prompt="second"))
+    shown = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)["changes"]}
+    assert shown["who.txt"]["source"] == "bash" and "ambiguous" in shown["who.txt"]["flags"]
+    assert "make a" in shown["who.txt"]["command"] and "make b" in shown["who.txt"]["command"]
+    assert shown["after.txt"]["source"] == "external"
+
+
+def test_an_edit_after_the_tool_wrote_is_not_blamed_on_the_tool(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    deliver = hook_in_process(str(root))
+    target = str(root / "a.txt")
+
+    def ev(name, **extra):
+        return {"hook_event_name": name, "session_id": "S", "cwd": str(root), **extra}
+    deliver(ev("UserPromptSubmit", prompt="edit a"))
+    deliver(ev("PreToolUse", tool_name="Write", tool_use_id="w", tool_input={"file_path": target, "content": "tool"}))
+    write(root, "a.txt", "tool")
+    deliver(ev("PostToolUse", tool_name="Write", tool_use_id="w", tool_input={"file_path": target, "content": "tool"}))
+    write(root, "b.txt", "b by hand")
+    deliver(ev("Stop"))
+    deliver(ev("UserPromptSubmit", prompt="next"))
+    shown = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)["changes"]}
+    assert shown["a.txt"]["source"] == "tool" and shown["a.txt"]["tool"] == "Write"
+    assert shown["b.txt"]["source"] == "external"
+    # a hand edit of the same file after the tool: the latest change is not the tool's
+    write(root, "a.txt", "hand over the tool's work")
+    deliver(ev("Stop"))
+    live = {c["path"]: c for c in json.loads(run_rewind("show", "2", "--json", cwd=root, check=0).stdout)["changes"]}
+    assert live["a.txt"]["source"] == "external"

@@ -98,6 +98,7 @@ def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bo
             prefix = f"{root}  " if all_projects else ""
             render.out(f"{prefix}{cp.number:>4}  {render.age(cp.created_at):>8}  {cp.kind:<7} "
                        f"{counts_text(ch):<24} {marks + '  ' if marks else ''}{render.short(describe(cp), 70)}")
+        render.out(LEGEND)
 
 
 STATUS_MARK = {"added": "A", "modified": "M", "deleted": "D"}
