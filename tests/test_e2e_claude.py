@@ -18,8 +18,8 @@ HARNESS = Path(__file__).resolve().parents[2] / "shared" / "realclient"
 CLAUDE = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
 
 pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not CLAUDE or not HARNESS.exists(),
-                                 reason="Claude Code not installed (npm i @anthropic-ai/claude-code@2.1.197)")]
+              pytest.mark.skipif(not CLAUDE, reason="Claude Code not installed (npm i @anthropic-ai/claude-code@2.1.197)"),
+              pytest.mark.skipif(not HARNESS.exists(), reason="../shared/realclient is not beside this checkout")]
 
 
 def _run(tmp_path, scenario, mode, events=True):
