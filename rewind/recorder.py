@@ -13,6 +13,7 @@ import stat as S
 import time
 
 from .constants import MAX_FILE_SIZE
+from .fsutil import read_fd
 from .hooks.base import EDIT_TOOLS, SHELL_TOOLS, Event
 from .ignore import IgnoreRules
 from .objects import Store, digest_of
@@ -179,13 +180,7 @@ def _read_regular(path: str) -> bytes | None:
         st = os.fstat(fd)
         if not S.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_SIZE:
             return None
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return read_fd(fd)
     finally:
         os.close(fd)
 

@@ -19,6 +19,7 @@ import stat as S
 from dataclasses import dataclass, field
 
 from .constants import MAX_FILE_SIZE
+from .fsutil import read_fd
 from .ignore import IgnoreRules, is_always_ignored
 from .objects import Store, digest_of
 from .tree import DIR, FILE, LARGE, LINK, Entry, Tree, tree_id
@@ -212,12 +213,7 @@ class _Scanner:
                     self.stats.special.append((rel_path, _special_kind(before.st_mode)))
                     self.protected.add(rel_path)
                     return None
-                chunks = []
-                while True:
-                    chunk = os.read(fd, 1 << 20)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
+                data = read_fd(fd)
                 after = os.fstat(fd)
             except OSError as e:
                 self.stats.unreadable.append((rel_path, e.strerror or str(e)))
@@ -225,7 +221,6 @@ class _Scanner:
                 return None
             finally:
                 os.close(fd)
-            data = b"".join(chunks)
             if (before.st_mtime_ns == after.st_mtime_ns and before.st_ctime_ns == after.st_ctime_ns
                     and len(data) == after.st_size):
                 return data, after
