@@ -275,9 +275,6 @@ class Catalog:
                               "AND number>? ORDER BY number LIMIT 1", (project_id, number)).fetchone()
         return _row_to_checkpoint(row) if row else None
 
-    def all_trees(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT tree FROM checkpoints")]
-
     # -- changes -----------------------------------------------------------------------
     def insert_changes(self, project_id: int, number: int, changes: list[ChangeRow]) -> None:
         rows = []

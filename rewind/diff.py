@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Iterator
 
 from .catalog import ChangeRow
@@ -100,11 +99,26 @@ def change_rows(pairs, is_binary: Callable[[Entry], bool] | None = None,
     return rows
 
 
-def path_filter(paths: list[str] | None) -> Callable[[str], bool]:
-    """A predicate: is `p` one of `paths` or below one of them (project-relative)."""
+def path_selector(paths: list[str] | None) -> Callable[[str], str | None]:
+    """'all' under a selected path, 'anc' on the way to one, None elsewhere."""
     if not paths:
-        return lambda p: True
-    norm = [os.path.normpath(p).strip("/") for p in paths]
-    if any(n in ("", ".") for n in norm):
-        return lambda p: True
-    return lambda p: any(p == n or p.startswith(n + "/") for n in norm)
+        return lambda p: "all"
+    norm = [p.strip("/") for p in paths]
+    if "" in norm:
+        return lambda p: "all"
+
+    def select(p: str):
+        for n in norm:
+            if p == n or p.startswith(n + "/"):
+                return "all"
+        for n in norm:
+            if n.startswith(p + "/"):
+                return "anc"
+        return None
+    return select
+
+
+def path_filter(paths: list[str] | None) -> Callable[[str], bool]:
+    """Is `p` one of `paths` (project-relative) or below one of them."""
+    select = path_selector(paths)
+    return lambda p: select(p) == "all"

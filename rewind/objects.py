@@ -139,15 +139,3 @@ class Store:
         if digest_of(data) != oid:
             raise CorruptObject(oid, "damaged (content does not match its id)")
         return data
-
-    def iter_ids(self):
-        """Every object id on disk (for verify and gc)."""
-        try:
-            shards = os.listdir(self.objects)
-        except FileNotFoundError:
-            return
-        for shard in sorted(shards):
-            if len(shard) != 2:
-                continue
-            for rest in os.listdir(os.path.join(self.objects, shard)):
-                yield shard + rest

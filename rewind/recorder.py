@@ -29,33 +29,35 @@ def _usable_dir(path: str | None) -> str | None:
     return path if os.path.isdir(path) else None
 
 
-def project_root(ev: Event, catalog) -> str | None:
-    """The session's project: known from its first event, else the agent's project dir,
-    else the cwd (which follows `cd` inside shell commands, hence last)."""
+def project_root(ev: Event, catalog) -> tuple[str | None, bool]:
+    """(the session's project, whether the session is known already): known from its first
+    event, else the agent's project dir, else the cwd (which follows `cd` inside shell
+    commands, hence last)."""
     known = catalog.session_project(ev.agent, ev.session_id)
     if known is not None:
-        return catalog.project_root(known[0])
+        return catalog.project_root(known[0]), True
     base = _usable_dir(ev.project_dir) or _usable_dir(ev.cwd)
     if base is None:
-        return None
+        return None, False
     root = resolve_root(base)
     home = os.path.realpath(catalog.home)
     if root == "/" or root == home or home.startswith(root.rstrip("/") + "/") or \
             root.startswith(home + "/"):
-        return None  # never the whole filesystem, nor a tree holding rewind's own store
-    return root
+        return None, False  # never the whole filesystem, nor a tree holding rewind's own store
+    return root, False
 
 
 def handle(ev: Event) -> str:
     """Act on one event. Returns a short note of what was done (for the log and tests)."""
     home, catalog = open_catalog()
     try:
-        root = project_root(ev, catalog)
+        root, known = project_root(ev, catalog)
         if root is None:
             return f"ignored: no usable project directory (cwd={ev.cwd!r})"
         pid = catalog.project_id(root, create=True)
         project = Project(home, root, pid, catalog, Store(home))
-        _register(project, ev)
+        if not known:
+            _register(project, ev)
         return _dispatch(project, ev)
     finally:
         catalog.close()
@@ -160,7 +162,7 @@ def _target(project: Project, ev: Event, raw: str) -> tuple[str, str | None, lis
     rel = full[len(root) + 1:]
     rules = IgnoreRules.for_root(project.root)
     parts = rel.split("/")
-    for i, part in enumerate(parts):
+    for i in range(len(parts)):
         sub = "/".join(parts[: i + 1])
         is_dir = i < len(parts) - 1
         if rules.is_ignored(sub, is_dir):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from .catalog import Checkpoint
 from .clock import iso_now
 from .constants import JOURNAL_DIR, TMP_PREFIX
+from .diff import path_selector
 from .errors import RewindError
 from .fsutil import atomic_write, ensure_private_dir, write_all
 from .ignore import IgnoreRules
@@ -60,30 +61,6 @@ class RestorePlan:
     def touched(self) -> list[str]:
         return sorted({op.path for op in self.ops})
 
-    def to_json(self) -> dict:
-        return {"target": self.target.number,
-                "operations": [{"action": op.action, "path": op.path} for op in self.ops],
-                "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
-
-
-def _selector(paths: list[str] | None):
-    """'all' under a selected path, 'anc' on the way to one, None elsewhere."""
-    if not paths:
-        return lambda p: "all"
-    norm = [p.strip("/") for p in paths]
-    if "" in norm:
-        return lambda p: "all"
-
-    def select(p: str):
-        for n in norm:
-            if p == n or p.startswith(n + "/"):
-                return "all"
-        for n in norm:
-            if n.startswith(p + "/"):
-                return "anc"
-        return None
-    return select
-
 
 def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
                  paths: list[str] | None = None) -> RestorePlan:
@@ -93,7 +70,7 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
     blocked: set[str] = set()  # directories that hold protected paths
     for p in protected:
         blocked.update(_ancestors(p))
-    select = _selector(paths)
+    select = path_selector(paths)
     dir_modes: list[Op] = []
 
     def rules_in(tree, rel_dir: str, parent: IgnoreRules) -> IgnoreRules:
@@ -232,7 +209,7 @@ class _Dirs:
             fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
         except OSError as e:
             raise RewindError(f"cannot enter {rel_dir!r} without following a link: {e.strerror}",
-                              hint="something changed the tree during the restore; run the restore again")
+                              hint="something changed the tree during the restore; run the restore again") from None
         self.fds[rel_dir] = fd
         return fd
 
@@ -261,8 +238,7 @@ def _chmod(pfd: int, name: str, mode: int) -> None:
         os.close(fd)
 
 
-def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str,
-               journal: dict) -> int:
+def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str) -> int:
     dirs = _Dirs(project.root)
     counter = 0
     done = 0
@@ -303,8 +279,7 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
 
 
 def restore(project: Project, target: Checkpoint, paths: list[str] | None = None,
-            is_undo: bool = False, confirmed_plan: RestorePlan | None = None,
-            lock_timeout: float = 30.0):
+            is_undo: bool = False, lock_timeout: float = 30.0):
     """Take the safety checkpoint, re-plan from it, verify every object, apply.
     Returns (safety checkpoint, plan applied, operations done)."""
     with project_lock(project.home, project.id, timeout=lock_timeout):
@@ -331,7 +306,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         jpath = _journal_path(project)
         ensure_private_dir(os.path.dirname(jpath))
         atomic_write(jpath, json.dumps(journal).encode())
-        done = apply_plan(project, plan, data, tag, journal)
+        done = apply_plan(project, plan, data, tag)
         os.sync()
         os.unlink(jpath)
         # what the restore wrote is attributed to it
@@ -375,8 +350,9 @@ def recover(project: Project) -> dict | None:
     return journal
 
 
-def plan_for_display(project: Project, target: Checkpoint, paths: list[str] | None) -> RestorePlan:
-    return plan_restore(project, target, working_scan(project), paths)
+def plan_for_display(project: Project, target: Checkpoint, paths: list[str] | None,
+                     current: ScanResult | None = None) -> RestorePlan:
+    return plan_restore(project, target, current or working_scan(project), paths)
 
 
 def undo(project: Project, lock_timeout: float = 30.0):

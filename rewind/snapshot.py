@@ -125,9 +125,12 @@ def _apply_observations(rows: list[ChangeRow], obs: dict[str, tuple]) -> list[Ch
     return rows + extra
 
 
-def _git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tuple) -> ChangeRow | None:
-    if (prev.git_head, prev.git_branch) == (head, branch) or (prev.git_head is None and head is None):
-        return None
+def _git_moved(prev: Checkpoint, cp: Checkpoint) -> bool:
+    return (prev.git_head, prev.git_branch) != (cp.git_head, cp.git_branch) and \
+        not (prev.git_head is None and cp.git_head is None)
+
+
+def _git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tuple) -> ChangeRow:
     return ChangeRow(path=".git/HEAD", status="modified", old_kind=None, new_kind=None,
                      old_mode=None, new_mode=None, old_oid=prev.git_head, new_oid=head,
                      old_size=None, new_size=None, source=source[0], tool=source[1],
@@ -181,10 +184,9 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                 if prev is not None:
                     rows = _apply_observations(rows, catalog.observations(project.id, base))
                     _fallback_rewind(project, prev, rows)
-                    windows = catalog.open_windows(project.id)
-                    g = _git_row(prev, cp.git_head, cp.git_branch, _default_source(project, windows, last_ns))
-                    if g is not None:
-                        rows.append(g)
+                    if _git_moved(prev, cp):
+                        source = _default_source(project, catalog.open_windows(project.id), last_ns)
+                        rows.append(_git_row(prev, cp.git_head, cp.git_branch, source))
                 cp.number = catalog.allocate_number(project.id)
                 catalog.insert_checkpoint(cp)
                 if prev is not None:
@@ -226,9 +228,11 @@ def _fallback_rewind(project: Project, cp: Checkpoint, rows: list[ChangeRow]) ->
             row.source = "rewind"
 
 
-def live_changes(project: Project, cp: Checkpoint) -> tuple[list[ChangeRow], ScanResult]:
-    """Changes under the newest checkpoint: from it to the working tree, now."""
-    result = working_scan(project)
+def live_changes(project: Project, cp: Checkpoint,
+                 result: ScanResult | None = None) -> tuple[list[ChangeRow], ScanResult]:
+    """Changes under the newest checkpoint: from it to the working tree, now (`result`: a
+    read-only scan of the working tree the caller already made)."""
+    result = result or working_scan(project)
     load = TreeLoader(project.store, result.trees)
     pairs = list(diff_trees(load, cp.tree, result.root))
     rows = change_rows(pairs, None, result.hardlinks)
@@ -239,10 +243,7 @@ def live_changes(project: Project, cp: Checkpoint) -> tuple[list[ChangeRow], Sca
     # what changed since the last scan has no observation yet: attribute it as a segment would
     last_tree, last_ns = project.catalog.state(project.id)
     if last_tree is not None and last_tree != result.root:
-        try:
-            recent = {r.path for r in change_rows(list(diff_trees(load, last_tree, result.root)))}
-        except Exception:
-            recent = set()
+        recent = {path for path, _, _ in diff_trees(load, last_tree, result.root)}
         pending = [r for r in rows if r.path in recent]
         attribute_segment(project, pending, last_ns)
     else:
@@ -270,8 +271,8 @@ def _file_binary(path: str) -> bool:
         return False
 
 
-def changes_under(project: Project, cp: Checkpoint) -> list[ChangeRow]:
+def changes_under(project: Project, cp: Checkpoint, current: ScanResult | None = None) -> list[ChangeRow]:
     """Changes under `cp`: stored when a later checkpoint exists, else live."""
     if project.catalog.next_after(project.id, cp.number) is not None:
         return project.catalog.changes(project.id, cp.number) or []
-    return live_changes(project, cp)[0]
+    return live_changes(project, cp, current)[0]

@@ -41,7 +41,7 @@ def test_a_link_swapped_in_after_planning_stops_the_restore_before_writing_throu
     os.symlink(outside, root / "d")
     from rewind.restore import apply_plan
     try:
-        apply_plan(proj, plan, {}, "t", {})
+        apply_plan(proj, plan, {}, "t")
         raise AssertionError("the restore wrote through a symlink")
     except RewindError as e:
         assert "without following a link" in e.message

@@ -109,17 +109,22 @@ def _fp(root):
     return {k: v for k, v in fingerprint(root).items() if not k.endswith(".log")}
 
 
-@pytest.mark.parametrize("seed", range(240))
-def test_to_gives_back_the_saved_tree_and_undo_the_mutated_one(tmp_path, seed):
+def _random_project(tmp_path, seed):
+    """A random tree in tmp_path/proj, with tmp_path/outside for its links to point at."""
     rng = random.Random(seed)
-    root = tmp_path / "proj"
-    outside = tmp_path / "outside"
+    root, outside = tmp_path / "proj", tmp_path / "outside"
     root.mkdir()
     outside.mkdir()
     (outside / "f").write_bytes(b"outside, never touched")
     (root / ".gitignore").write_text("*.log\n")
     (root / "keep.log").write_text("ignored: never stored, never touched")
     _build(rng, str(root), str(outside))
+    return rng, root, outside
+
+
+@pytest.mark.parametrize("seed", range(240))
+def test_to_gives_back_the_saved_tree_and_undo_the_mutated_one(tmp_path, seed):
+    rng, root, outside = _random_project(tmp_path, seed)
     proj = project(root)
     cp, _ = capture(proj, "manual")
     saved = _fp(root)
@@ -140,12 +145,7 @@ def test_to_gives_back_the_saved_tree_and_undo_the_mutated_one(tmp_path, seed):
 
 @pytest.mark.parametrize("seed", [1000, 1001, 1002, 1003])
 def test_roundtrip_through_the_installed_command(tmp_path, seed):
-    rng = random.Random(seed)
-    root = tmp_path / "proj"
-    outside = tmp_path / "outside"
-    root.mkdir()
-    outside.mkdir()
-    _build(rng, str(root), str(outside))
+    rng, root, outside = _random_project(tmp_path, seed)
     run_rewind("save", "-m", "before", cwd=root, check=0)
     saved = _fp(root)
     _mutate(rng, str(root), str(outside))

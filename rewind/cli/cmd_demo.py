@@ -16,7 +16,7 @@ SETUP = {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nle
          "old.log": "stale log line\n", "a.txt": "alpha\n"}
 
 
-def demo_impl(keep: bool) -> None:
+def demo_impl() -> None:
     from ..replay import bundled_session, fill, hook_in_process, replay
     base = tempfile.mkdtemp(prefix="rewind-demo-")
     project = os.path.join(base, "project")
@@ -55,7 +55,7 @@ def demo_impl(keep: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("demo")
-    def demo_cmd(keep: bool = typer.Option(True, hidden=True)):
+    def demo_cmd():
         """Play a scripted Claude Code session in a throw-away project, then list, show, diff,
         rewind and undo it."""
-        demo_impl(keep)
+        demo_impl()

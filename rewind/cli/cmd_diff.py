@@ -12,7 +12,7 @@ from .. import render
 from ..diff import change_rows, diff_trees, path_filter
 from ..errors import CorruptObject, RewindError
 from ..snapshot import TreeLoader, changes_under, working_scan
-from ..tree import FILE, LARGE, LINK, Entry
+from ..tree import LARGE, LINK, Entry
 from . import PATHS_REF
 from .common import IdSpec, parse_id, project_for, project_paths, resolve_checkpoint
 

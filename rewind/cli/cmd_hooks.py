@@ -8,10 +8,9 @@ from typing import Optional
 import typer
 
 from .. import render
-from ..errors import RewindError, UsageError
+from ..errors import UsageError
 from ..hooks import ADAPTERS
 from ..hooks import install as installer
-from .common import project_for
 
 
 def _adapter(agent: str):

@@ -11,7 +11,7 @@ from .. import render
 from ..catalog import ChangeRow
 from ..errors import Refused
 from ..restore import RestorePlan, plan_for_display, restore, undo
-from ..snapshot import changes_under
+from ..snapshot import changes_under, working_scan
 from . import PATHS_REF
 from .cmd_list import describe
 from .common import IdSpec, parse_id, project_for, project_paths, resolve_checkpoint
@@ -19,13 +19,13 @@ from .common import IdSpec, parse_id, project_for, project_paths, resolve_checkp
 AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint
 
 
-def latest_changes(project, since: int, paths: set[str]) -> dict[str, ChangeRow]:
+def latest_changes(project, since: int, paths: set[str], current=None) -> dict[str, ChangeRow]:
     """For each path, its newest recorded change after checkpoint `since` (newest first)."""
     found: dict[str, ChangeRow] = {}
     for cp in project.catalog.checkpoints(project.id):
         if cp.number < since:
             break
-        for row in changes_under(project, cp):
+        for row in changes_under(project, cp, current):
             if row.path in paths and row.path not in found:
                 found[row.path] = row
         if len(found) == len(paths):
@@ -43,7 +43,7 @@ def who(row: ChangeRow | None) -> str:
     return row.source
 
 
-def print_plan(project, plan: RestorePlan, title: str) -> list[str]:
+def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str]:
     """Print the plan on stdout; returns the paths overwritten that the agent did not write."""
     render.out(title)
     if plan.empty:
@@ -60,7 +60,7 @@ def print_plan(project, plan: RestorePlan, title: str) -> list[str]:
     over = plan.overwrites()
     not_agent = []
     if over:
-        latest = latest_changes(project, plan.target.number, {op.path for op in over})
+        latest = latest_changes(project, plan.target.number, {op.path for op in over}, current)
         render.out(f"It overwrites or removes {len(over)} path(s) changed since checkpoint "
                    f"{plan.target.number}:")
         for op in over[:200]:
@@ -92,17 +92,18 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str]) -> None:
     try:
         target = resolve_checkpoint(project, spec)
         paths = project_paths(project, PATHS_REF())
-        plan = plan_for_display(project, target, paths)
+        current = working_scan(project)
+        plan = plan_for_display(project, target, paths, current)
         scope = f" (only {', '.join(p or '.' for p in paths)})" if paths else ""
         title = (f"Rewind {project.root} to checkpoint {target.number}{scope}: {target.kind}, "
                  f"{render.age(target.created_at)}: {render.short(describe(target), 60)}")
         if dry_run:
-            print_plan(project, plan, title)
+            print_plan(project, plan, title, current)
             return
         if plan.empty and not plan.skipped:
             render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
             return
-        not_agent = print_plan(project, plan, title)
+        not_agent = print_plan(project, plan, title, current)
         if not_agent:
             render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
                        "(you, another session or process).")

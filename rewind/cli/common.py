@@ -10,7 +10,7 @@ from typing import NamedTuple
 import typer
 
 from .. import render
-from ..errors import CheckpointNotFound, NotInProject, RewindError
+from ..errors import CheckpointNotFound, RewindError
 from ..project import Project, find_project, open_catalog, open_project, resolve_root
 from ..restore import recover
 
@@ -105,7 +105,3 @@ def project_paths(project: Project, paths: list[str] | None) -> list[str] | None
         out.append(real[len(project.root.rstrip("/")) + 1:])
     return out
 
-
-def ensure_project_exists(project: Project) -> None:
-    if project.catalog.count(project.id) == 0:
-        raise NotInProject(f"no checkpoints yet in {project.root}", hint="`rewind save` takes one")
