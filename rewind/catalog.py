@@ -389,6 +389,79 @@ class Catalog:
             out[os.fsdecode(path)] = tuple(rest)
         return out
 
+    # -- retention -----------------------------------------------------------------------
+    def retention_rows(self, project_id: int) -> list[tuple[int, int, str, int | None]]:
+        """(number, created_ns, kind, restore_target) of every checkpoint, newest first."""
+        return self.db.execute("SELECT number, created_ns, kind, restore_target FROM checkpoints "
+                               "WHERE project_id=? ORDER BY number DESC", (project_id,)).fetchall()
+
+    def drop_checkpoints(self, project_id: int, numbers: list[int]) -> None:
+        """Inside a transaction: the checkpoints and everything recorded under them."""
+        if not numbers:
+            return
+        args = [(project_id, n) for n in numbers]
+        self.db.executemany("DELETE FROM checkpoints WHERE project_id=? AND number=?", args)
+        self.db.executemany("DELETE FROM changes WHERE project_id=? AND number=?", args)
+        self.db.executemany("DELETE FROM observations WHERE project_id=? AND base=?", args)
+        self.db.executemany("DELETE FROM preimages WHERE project_id=? AND base=?", args)
+        self.db.executemany("DELETE FROM restores WHERE project_id=? AND safety=?", args)
+
+    def prune_history(self, project_id: int, before_ns: int) -> int:
+        """Inside a transaction: rows no kept checkpoint needs any more that are older than
+        `before_ns`: closed tool windows the last scan already accounted for, pre-images
+        and observations taken before any checkpoint. Returns rows removed."""
+        db = self.db
+        last_scan = self.state(project_id)[1]
+        n = db.execute("DELETE FROM windows WHERE project_id=? AND closed_ns IS NOT NULL AND "
+                       "closed_ns < ? AND closed_ns < ?", (project_id, last_scan, before_ns)).rowcount
+        n += db.execute("DELETE FROM preimages WHERE project_id=? AND ts < ?",
+                        (project_id, before_ns)).rowcount
+        n += db.execute("DELETE FROM observations WHERE project_id=? AND base IS NULL AND ts < ?",
+                        (project_id, before_ns)).rowcount
+        return n
+
+    def forget_state(self, project_id: int) -> None:
+        """Inside a transaction: the caches that describe the tree as last scanned."""
+        self.db.execute("DELETE FROM project_state WHERE project_id=?", (project_id,))
+        self.db.execute("DELETE FROM statcache WHERE project_id=?", (project_id,))
+
+    def forget_project(self, project_id: int) -> int:
+        """Inside a transaction: every row of a project except its number counter (numbers
+        are never reused, also after a forget). Returns the checkpoints removed."""
+        n = self.count(project_id)
+        for table in ("checkpoints", "changes", "observations", "preimages", "restores", "windows",
+                      "sessions", "project_state", "statcache"):
+            self.db.execute(f"DELETE FROM {table} WHERE project_id=?", (project_id,))
+        return n
+
+    def roots(self, project_ids: list[int] | None = None) -> dict[str, list]:
+        """What keeps objects alive: checkpoint trees, the last scanned trees, pre-images and
+        the stat cache's ids. One read transaction, so the lists agree with each other."""
+        where, args = "", ()
+        if project_ids is not None:
+            where = f" WHERE project_id IN ({','.join('?' * len(project_ids)) or 'NULL'})"
+            args = tuple(project_ids)
+        self.db.execute("BEGIN")
+        try:
+            out = {
+                "checkpoints": self.db.execute(
+                    f"SELECT project_id, number, tree FROM checkpoints{where}", args).fetchall(),
+                "last_trees": [r[0] for r in self.db.execute(
+                    f"SELECT last_tree FROM project_state{where}", args) if r[0]],
+                "preimages": [r[0] for r in self.db.execute(f"SELECT oid FROM preimages{where}", args)],
+                "cached": self.db.execute(f"SELECT kind, oid FROM statcache{where}", args).fetchall(),
+            }
+        finally:
+            self.db.execute("COMMIT")
+        return out
+
+    def meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
 
 class _Txn:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on error."""

@@ -30,7 +30,7 @@ def _bad_path(path: str) -> bool:
 
 
 def verify(catalog: Catalog, store: Store, project_ids: list[int] | None = None,
-           progress: Callable[[int, int], None] | None = None) -> Report:
+           progress: Callable[[str, int, int], None] | None = None) -> Report:
     report = Report()
     checked: dict[str, str | None] = {}   # id -> problem (None = fine)
 
@@ -71,7 +71,7 @@ def verify(catalog: Catalog, store: Store, project_ids: list[int] | None = None,
         for p in report.problems[before:]:
             p.setdefault("checkpoint", cp.number)
         if progress:
-            progress(i + 1, len(cps))
+            progress("checkpoints", i + 1, len(cps))
     placeholders = ",".join("?" * len(pids)) or "NULL"
     for pid, number, path in catalog.db.execute(
             f"SELECT project_id, number, path FROM changes WHERE project_id IN ({placeholders})", pids):

@@ -16,6 +16,7 @@ from .constants import MAX_FILE_SIZE
 from .fsutil import read_fd
 from .hooks.base import EDIT_TOOLS, SHELL_TOOLS, Event
 from .ignore import IgnoreRules
+from .lock import store_lock
 from .objects import Store, digest_of
 from .project import Project, open_catalog, resolve_root
 from .snapshot import record
@@ -210,13 +211,15 @@ def _edit(project: Project, ev: Event) -> str:
             data = None if "symlink" in flags else _read_regular(full)
             latest = catalog.latest(project.id)
             if data is not None:
-                oid = project.store.put(data)
-                project.store.flush()
-                with catalog.transaction():
-                    db.execute("INSERT INTO preimages(project_id, base, path, oid, tool, tool_use_id,"
-                               " session_id, ts) VALUES (?,?,?,?,?,?,?,?)",
-                               (project.id, latest.number if latest else None, os.fsencode(rel), oid,
-                                ev.tool, ev.tool_use_id, ev.session_id, time.time_ns()))
+                # shared store lock from the put to the row: a concurrent gc cannot sweep it
+                with store_lock(project.home, timeout=SCAN_LOCK_TIMEOUT):
+                    oid = project.store.put(data)
+                    project.store.flush()
+                    with catalog.transaction():
+                        db.execute("INSERT INTO preimages(project_id, base, path, oid, tool, tool_use_id,"
+                                   " session_id, ts) VALUES (?,?,?,?,?,?,?,?)",
+                                   (project.id, latest.number if latest else None, os.fsencode(rel),
+                                    oid, ev.tool, ev.tool_use_id, ev.session_id, time.time_ns()))
             with catalog.transaction():
                 db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool,"
                            " kind, target, opened_ns) VALUES (?,?,?,?,?,?,?,?,?)",

@@ -85,3 +85,35 @@ def display_path(path: str) -> str:
     """A path as a person should see it: invalid bytes escaped, control characters visible."""
     text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def progress(label: str):
+    """A progress callback `(phase, done, total)` that shows a bar on stderr once the work
+    has taken more than a second (REWIND_PROGRESS_AFTER seconds), on a terminal only;
+    returns None when there is no terminal to draw on."""
+    import time
+    if not sys.stderr.isatty() and COLOR != "always":
+        return None
+    after = float(os.environ.get("REWIND_PROGRESS_AFTER", "1.0"))
+    start = time.monotonic()
+    state: dict = {}
+
+    def tick(phase: str, done: int, total: int) -> None:
+        if "bar" not in state:
+            if time.monotonic() - start < after:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), console=err_console(), transient=True)
+            bar.start()
+            state["bar"], state["tasks"] = bar, {}
+        bar, tasks = state["bar"], state["tasks"]
+        if phase not in tasks:
+            tasks[phase] = bar.add_task(f"{label}: {phase}", total=total)
+        bar.update(tasks[phase], completed=done, total=total)
+
+    def close() -> None:
+        if "bar" in state:
+            state["bar"].stop()
+    tick.close = close  # type: ignore[attr-defined]
+    return tick

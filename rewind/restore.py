@@ -23,7 +23,7 @@ from .catalog import Checkpoint
 from .clock import iso_now
 from .constants import JOURNAL_DIR, TMP_PREFIX
 from .diff import path_selector
-from .errors import RewindError
+from .errors import CheckpointNotFound, RewindError
 from .fsutil import atomic_write, ensure_private_dir, write_all
 from .ignore import IgnoreRules
 from .lock import project_lock
@@ -284,6 +284,9 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
     Returns (safety checkpoint, plan applied, operations done)."""
     with project_lock(project.home, project.id, timeout=lock_timeout):
         recover(project)
+        if project.catalog.checkpoint(project.id, target.number) is None:
+            raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
+                                     hint="the ring or the retention removed it; `rewind list` shows what is left")
         safety, current = capture(project, "rewind", restore_target=target.number, locked=True,
                                   message=("undo" if is_undo else f"before rewind to {target.number}"))
         plan = plan_restore(project, target, current, paths)

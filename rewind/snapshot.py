@@ -18,6 +18,7 @@ import os
 import time
 from contextlib import nullcontext
 
+from . import config
 from . import tree as treemod
 from .catalog import ChangeRow, Checkpoint
 from .clock import iso, now_ns
@@ -25,6 +26,7 @@ from .diff import change_rows, diff_trees
 from .lock import project_lock
 from .objects import Store
 from .project import Project, git_state
+from .retention import enforce
 from .scan import ScanResult, scan
 from .tree import FILE, Entry, Tree
 
@@ -165,7 +167,9 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             attribute_segment(project, segment, last_ns, forced)
         segment += extra or []
         cp = None
+        settings = None
         if kind is not None:
+            settings = config.load_quietly(project.root)
             head, branch = git_state(project.root)
             created = now_ns()
             cp = Checkpoint(project_id=project.id, number=0, kind=kind, created_at=iso(created),
@@ -191,6 +195,8 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                 catalog.insert_checkpoint(cp)
                 if prev is not None:
                     catalog.insert_changes(project.id, prev.number, rows)
+                if settings is not None:
+                    enforce(catalog, project.id, settings, cp.created_ns)
             catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed)
             catalog.set_state(project.id, result.root, stamp)
         return cp, result, stamp

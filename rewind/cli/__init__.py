@@ -28,9 +28,21 @@ def main(argv: list[str] | None = None) -> int:
         i = args.index("--")
         args, PATHS = args[:i], args[i + 1:]
     code = _run(args)
+    if code == 0 and args[:1] not in (["gc"], ["forget"], ["demo"]):
+        _gc_if_due()
     if argv is None:
         sys.exit(code)
     return code
+
+
+def _gc_if_due() -> None:
+    try:
+        from .. import locations
+        from ..gc import spawn_if_due
+        spawn_if_due(locations.data_dir())
+    except Exception as e:  # housekeeping never fails a command
+        from ..log import log
+        log("could not start gc", e)
 
 
 def _run(args: list[str]) -> int:

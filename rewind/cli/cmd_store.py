@@ -11,19 +11,7 @@ from .. import render
 from ..check import verify
 from ..project import open_catalog, open_project
 from ..snapshot import capture
-from .common import project_for, report_recovery
-
-
-def _dir_size(path: str) -> tuple[int, int]:
-    total = count = 0
-    for dirpath, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-                count += 1
-            except OSError:
-                pass
-    return total, count
+from .common import project_for, project_settings, report_recovery
 
 
 def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
@@ -47,9 +35,11 @@ def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
 
 def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool) -> int:
     home, catalog = open_catalog()
+    from ..lock import store_lock
     from ..objects import Store
     store = Store(home)
     interrupted = None
+    tick = None
     try:
         pids = None
         if not all_projects and project_dir is not None:
@@ -61,11 +51,12 @@ def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool) -
                 project = open_project(root, create=False)
                 interrupted = report_recovery(project) or interrupted
                 project.close()
-        progress = None
-        if not as_json and render.fancy():
-            progress = _progress()
-        report = verify(catalog, store, pids, progress=progress)
+        tick = None if as_json else render.progress("verify")
+        with store_lock(home, what="the store (a gc is sweeping)"):   # no sweep while we look
+            report = verify(catalog, store, pids, progress=tick)
     finally:
+        if tick is not None:
+            tick.close()
         catalog.close()
     if as_json:
         out = {"ok": report.ok, "objects": report.objects, "problems": report.problems}
@@ -83,42 +74,99 @@ def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool) -
     return 0 if report.ok else 1
 
 
-def _progress():
-    import time
-    start = time.monotonic()
-    state = {}
-
-    def tick(done: int, total: int) -> None:
-        if "bar" not in state:
-            if time.monotonic() - start < 1.0:
-                return
-            from rich.progress import Progress
-            bar = Progress(console=render.err_console(), transient=True)
-            bar.start()
-            state["bar"], state["task"] = bar, bar.add_task("verifying checkpoints", total=total)
-        state["bar"].update(state["task"], completed=done)
-        if done >= total:
-            state["bar"].stop()
-    return tick
+def _catalog_size(home: str) -> int:
+    return sum(os.path.getsize(os.path.join(home, f)) for f in os.listdir(home)
+               if f.startswith("catalog.sqlite"))
 
 
-def status_impl(project_dir: Optional[str]) -> None:
+def _project_row(catalog, pid: int, root: str, usage: dict) -> dict:
+    newest = catalog.latest(pid)
+    cps = catalog.retention_rows(pid)
+    objects, size = usage.get(pid, (0, 0))
+    return {"project": root, "checkpoints": len(cps),
+            "newest": newest.number if newest else None,
+            "newest_at": newest.created_at if newest else None,
+            "oldest": cps[-1][0] if cps else None,
+            "objects": objects, "bytes": size}
+
+
+def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -> None:
+    from .. import gc as gcmod
     home, catalog = open_catalog()
     try:
+        sizes = gcmod.object_sizes(home)
+        store = {"path": home, "objects": len(sizes), "bytes": sum(sizes.values()),
+                 "catalog_bytes": _catalog_size(home)}
+        last = gcmod.last_report(catalog)
+        if all_projects:
+            known = catalog.projects()
+            with_cps = [(pid, root) for pid, root in known if catalog.count(pid)]
+            usage = gcmod.usage(home, catalog, [pid for pid, _ in with_cps], sizes)
+            rows = [_project_row(catalog, pid, root, usage) for pid, root in with_cps]
+            if as_json:
+                render.emit_json({"store": store, "projects": rows, "last_gc": last})
+                return
+            _print_all(rows, store, last, len(known) - len(with_cps))
+            return
         project = project_for(project_dir)
-        count = project.catalog.count(project.id)
-        newest = project.catalog.latest(project.id)
+        settings = project_settings(project)
+        usage = gcmod.usage(home, catalog, [project.id], sizes)
+        row = _project_row(catalog, project.id, project.root, usage)
         project.close()
-        size, objects = _dir_size(os.path.join(home, "objects"))
-        db = sum(os.path.getsize(os.path.join(home, f)) for f in os.listdir(home)
-                 if f.startswith("catalog.sqlite"))
+        if settings is not None:
+            row["ring_size"], row["retention_days"] = settings.ring_size, settings.retention_days
+            row["settings_from"] = list(settings.sources)
+        if as_json:
+            render.emit_json({**row, "store": store, "last_gc": last})
+            return
+        newest = (f" (newest {row['newest']}, {render.age(row['newest_at'])}; oldest {row['oldest']})"
+                  if row["newest"] is not None else "")
         render.out(f"project:     {project.root}")
-        render.out(f"checkpoints: {count}" + (f" (newest {newest.number}, {render.age(newest.created_at)})"
-                                              if newest else ""))
-        render.out(f"store:       {home}")
-        render.out(f"             {objects} objects, {render.human_size(size)}; catalog {render.human_size(db)}")
+        render.out(f"checkpoints: {row['checkpoints']}{newest}")
+        if settings is not None:
+            src = ", ".join(settings.sources) or "defaults"
+            render.out(f"keeps:       the newest {settings.ring_size}, none older than "
+                       f"{settings.retention_days:g} days ({src})")
+        render.out(f"content:     {row['objects']:,} objects, {render.human_size(row['bytes'])} for this project")
+        _print_store(store, last)
     finally:
         catalog.close()
+
+
+def _print_store(store: dict, last: dict | None) -> None:
+    render.out(f"store:       {store['path']}")
+    render.out(f"             {store['objects']:,} objects, {render.human_size(store['bytes'])} in all; "
+               f"catalog {render.human_size(store['catalog_bytes'])}")
+    if last:
+        render.out(f"last gc:     {render.age(last.get('started_at', ''))}: dropped "
+                   f"{len(last.get('dropped', []))} checkpoint(s), freed {last.get('objects_swept', 0):,} "
+                   f"objects ({render.human_size(last.get('bytes_swept', 0))})")
+    else:
+        render.out("last gc:     never (it runs by itself once a day; `rewind gc` runs it now)")
+
+
+def _print_all(rows: list[dict], store: dict, last: dict | None, without: int) -> None:
+    if render.fancy():
+        from rich.table import Table
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col, justify in (("project", "left"), ("checkpoints", "right"), ("newest", "right"),
+                             ("content", "right")):
+            table.add_column(col, justify=justify)
+        for r in rows:
+            table.add_row(r["project"], str(r["checkpoints"]),
+                          render.age(r["newest_at"]) if r["newest_at"] else "",
+                          render.human_size(r["bytes"]))
+        render.console().print(table)
+    else:
+        for r in rows:
+            render.out(f"{r['project']}\t{r['checkpoints']} checkpoints\t"
+                       f"{render.age(r['newest_at']) if r['newest_at'] else '-'}\t{render.human_size(r['bytes'])}")
+    if not rows:
+        render.out("no project has checkpoints")
+    if without:
+        render.out(f"({without} other known project(s) have no checkpoints)")
+    render.out("content counts what each project's checkpoints reach; projects share identical files")
+    _print_store(store, last)
 
 
 def register(app: typer.Typer) -> None:
@@ -136,6 +184,8 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(verify_impl(as_json, project, all_projects))
 
     @app.command("status")
-    def status_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
-        """The project, its checkpoints and the store's size."""
-        status_impl(project)
+    def status_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
+                   all_projects: bool = typer.Option(False, "--all", help="Every project, with its size."),
+                   as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):
+        """The project, its checkpoints, the store's size and the last gc."""
+        status_impl(project, all_projects, as_json)

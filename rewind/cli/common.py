@@ -54,7 +54,34 @@ def project_for(project_dir: str | None, create: bool = False) -> Project:
         catalog.close()
     project = open_project(root, create=create)
     report_recovery(project)
+    apply_retention(project)
     return project
+
+
+def project_settings(project: Project):
+    """The project's settings; a bad config file is a warning (and nothing is dropped)."""
+    from .. import config
+    try:
+        settings = config.load(project.root)
+    except config.ConfigError as e:
+        render.err(f"warning: {e.message}; nothing is dropped until it is fixed")
+        return None
+    for key in settings.unknown:
+        render.err(f"warning: {key}: not a rewind setting, ignored")
+    return settings
+
+
+def apply_retention(project: Project) -> None:
+    """Expired checkpoints are dropped by the next command, not only the next hook."""
+    from ..clock import now_ns
+    from ..retention import enforce
+    settings = project_settings(project)
+    if settings is None:
+        return
+    now = now_ns()
+    if enforce(project.catalog, project.id, settings, now, dry_run=True):
+        with project.catalog.transaction():
+            enforce(project.catalog, project.id, settings, now)
 
 
 def report_recovery(project: Project) -> dict | None:
@@ -74,6 +101,12 @@ def resolve_checkpoint(project: Project, spec):
         cp = project.catalog.checkpoint(project.id, n)
         if cp is None:
             newest = project.catalog.latest(project.id)
+            oldest = project.catalog.checkpoints(project.id)[-1] if newest else None
+            if newest and n < oldest.number or (not newest and n < _next_number(project)):
+                raise CheckpointNotFound(
+                    f"checkpoint {n} of {project.root} no longer exists: the ring or the retention dropped it",
+                    hint=(f"the oldest kept is {oldest.number}; " if oldest else "")
+                    + "`ring_size` and `retention_days` in .rewind.toml keep more")
             raise CheckpointNotFound(
                 f"no checkpoint {n} in {project.root}",
                 hint=f"the newest is {newest.number}; `rewind list` shows them" if newest
@@ -85,6 +118,11 @@ def resolve_checkpoint(project: Project, spec):
                                  if n else f"no checkpoints yet in {project.root}",
                                  hint="`rewind save` takes one")
     return cps[n]
+
+
+def _next_number(project: Project) -> int:
+    row = project.catalog.db.execute("SELECT next_number FROM projects WHERE id=?", (project.id,)).fetchone()
+    return row[0] if row else 1
 
 
 def project_paths(project: Project, paths: list[str] | None) -> list[str] | None:

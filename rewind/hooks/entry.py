@@ -13,6 +13,7 @@ MAX_PAYLOAD = 64 * 1024 * 1024
 def run_hook(args: list[str]) -> int:
     try:
         _run(args)
+        _gc_if_due()
     except BaseException as e:  # whatever happens, the agent goes on
         if isinstance(e, KeyboardInterrupt):
             return 0
@@ -55,3 +56,10 @@ def _run(args: list[str]) -> None:
     note = handle(event)
     if os.environ.get("REWIND_HOOK_TRACE"):
         log(f"hook {agent} {payload.get('hook_event_name')}: {note}")
+
+
+def _gc_if_due() -> None:
+    """Once a day a hook starts gc detached; it never runs inside the hook's time."""
+    from .. import locations
+    from ..gc import spawn_if_due
+    spawn_if_due(locations.data_dir())

@@ -1,0 +1,139 @@
+"""rewind gc / forget."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from .. import gc as gcmod
+from .. import render
+from ..errors import Refused, RewindError
+from ..project import open_catalog
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _print_report(report: gcmod.GcReport) -> None:
+    would = "would " if report.dry_run else ""
+    for problem in report.config_problems:
+        render.err(f"warning: {problem}")
+    by_project: dict[str, list[dict]] = {}
+    for d in report.dropped:
+        by_project.setdefault(d["project"], []).append(d)
+    for root, drops in by_project.items():
+        reasons: dict[str, list[int]] = {}
+        for d in drops:
+            reasons.setdefault(d["reason"], []).append(d["number"])
+        for reason, numbers in reasons.items():
+            numbers.sort()
+            shown = ", ".join(map(str, numbers[:12])) + (" …" if len(numbers) > 12 else "")
+            render.out(f"{would}drop {_plural(len(numbers), 'checkpoint')} of {root} ({reason}): {shown}")
+    if not report.dropped:
+        render.out("no checkpoint is due to be dropped" if report.dry_run else "no checkpoint dropped")
+    render.out(f"{would}free {_plural(report.objects_swept, 'object')} "
+               f"({render.human_size(report.bytes_swept)}); "
+               f"{'would keep' if report.dry_run else 'kept'} {_plural(report.objects_kept + report.objects_spared, 'object')} "
+               f"({render.human_size(report.bytes_kept)})")
+    if report.objects_spared:
+        render.out(f"  {report.objects_spared:,} of them newer than this gc's start (a writer's, in flight)")
+    if report.temp_files_removed:
+        render.out(f"{would}remove {_plural(report.temp_files_removed, 'temporary file')} left by killed writers")
+
+
+def gc_impl(dry_run: bool, as_json: bool, auto: bool) -> int:
+    home, catalog = open_catalog()
+    tick = None if (as_json or auto) else render.progress("gc")
+    try:
+        try:
+            report = gcmod.run(home, catalog, dry_run=dry_run, progress=tick)
+        finally:
+            if tick is not None:
+                tick.close()
+    except gcmod.GcBusy:
+        if auto:
+            return 0
+        raise
+    finally:
+        catalog.close()
+    if auto:
+        from ..log import log
+        log(f"gc (auto): dropped {len(report.dropped)} checkpoints, freed {report.objects_swept} objects "
+            f"({report.bytes_swept} bytes) in {report.seconds} s")
+        return 0
+    if as_json:
+        render.emit_json(report.to_json())
+    else:
+        _print_report(report)
+    return 0
+
+
+def _known_root(catalog, project_dir: str) -> tuple[int, str]:
+    """The catalog's project for DIR: the directory may be gone already."""
+    candidates = [os.path.realpath(project_dir), os.path.abspath(project_dir)]
+    for root in candidates:
+        pid = catalog.project_id(root, create=False)
+        if pid is not None:
+            return pid, root
+    if os.path.isdir(project_dir):
+        from ..project import find_project
+        root = find_project(project_dir, catalog)
+        pid = catalog.project_id(root, create=False)
+        if pid is not None:
+            return pid, root
+    raise RewindError(f"rewind has no checkpoints for {project_dir}",
+                      hint="`rewind status --all` lists the projects it knows")
+
+
+def forget_impl(project_dir: Optional[str], yes: bool, as_json: bool) -> int:
+    home, catalog = open_catalog()
+    try:
+        pid, root = _known_root(catalog, project_dir if project_dir is not None else os.getcwd())
+        count = catalog.count(pid)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise Refused(f"forgetting {root} deletes its {count} checkpoint(s) for good",
+                              hint="run it on a terminal to confirm, or pass --yes")
+            if not typer.confirm(f"Forget all {count} checkpoints of {root}? Their content is deleted "
+                                 f"from the store and cannot be restored", default=False):
+                raise typer.Abort()
+        from ..lock import project_lock
+        with project_lock(home, pid, what=f"the project {root}"):
+            with catalog.transaction():
+                removed = catalog.forget_project(pid)
+        try:
+            report = gcmod.run(home, catalog, only=[])
+        except gcmod.GcBusy:
+            report = None
+    finally:
+        catalog.close()
+    if as_json:
+        render.emit_json({"project": root, "checkpoints_removed": removed,
+                          "gc": report.to_json() if report else None})
+        return 0
+    render.out(f"forgot {_plural(removed, 'checkpoint')} of {root}")
+    if report is not None:
+        render.out(f"freed {_plural(report.objects_swept, 'object')} ({render.human_size(report.bytes_swept)})")
+    else:
+        render.out("another gc is running; it frees the content")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("gc")
+    def gc_cmd(dry_run: bool = typer.Option(False, "--dry-run", help="Print what would go; delete nothing."),
+               as_json: bool = typer.Option(False, "--json", help="The report as JSON on stdout."),
+               auto: bool = typer.Option(False, "--auto", hidden=True)):
+        """Drop checkpoints past the ring and the retention, then delete content nothing needs."""
+        raise typer.Exit(gc_impl(dry_run, as_json, auto))
+
+    @app.command("forget")
+    def forget_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory (it may be gone)."),
+                   yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+                   as_json: bool = typer.Option(False, "--json", help="The result as JSON on stdout.")):
+        """Delete every checkpoint of one project, and the content only they held."""
+        raise typer.Exit(forget_impl(project, yes, as_json))

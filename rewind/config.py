@@ -1,0 +1,110 @@
+"""Settings: the user's `config.toml` (in the config dir), then `.rewind.toml` at the
+project root on top. Both are optional; tomllib is imported only when one exists, so a
+hook pays two stats when there is no config at all.
+
+Known keys:
+  ring_size       newest checkpoints kept per project (default 100, at least 1)
+  retention_days  checkpoints older than this are dropped (default 30, may be fractional)
+  gc_interval_hours  how often gc runs by itself (default 24; 0 turns it off)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from . import locations
+from .constants import RETENTION_DAYS, RING_SIZE
+from .errors import RewindError
+
+PROJECT_FILE = ".rewind.toml"
+USER_FILE = "config.toml"
+
+
+class ConfigError(RewindError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    ring_size: int = RING_SIZE
+    retention_days: float = RETENTION_DAYS
+    gc_interval_hours: float = 24.0
+    sources: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()   # "file: key" for keys this rewind does not know
+
+    @property
+    def retention_ns(self) -> int:
+        return int(self.retention_days * 86400 * 1e9)
+
+
+def _positive_int(path: str, key: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{path}: {key} must be a whole number of at least 1 (got {value!r})")
+    return value
+
+
+def _positive_number(path: str, key: str, value, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
+        least = "0 or more" if allow_zero else "more than 0"
+        raise ConfigError(f"{path}: {key} must be a number {least} (got {value!r})")
+    return float(value)
+
+
+_CHECKS = {
+    "ring_size": lambda p, k, v: _positive_int(p, k, v),
+    "retention_days": lambda p, k, v: _positive_number(p, k, v),
+    "gc_interval_hours": lambda p, k, v: _positive_number(p, k, v, allow_zero=True),
+}
+
+
+def user_config_path() -> str:
+    return os.path.join(locations.config_dir(), USER_FILE)
+
+
+def _read(path: str) -> dict | None:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
+    import tomllib
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+
+
+def load(project_root: str | None) -> Settings:
+    """The settings for a project (or the user's alone). Raises ConfigError on a bad file."""
+    values: dict = {}
+    sources, unknown = [], []
+    paths = [user_config_path()]
+    if project_root:
+        paths.append(os.path.join(project_root, PROJECT_FILE))
+    for path in paths:
+        data = _read(path)
+        if data is None:
+            continue
+        sources.append(path)
+        for key, value in data.items():
+            check = _CHECKS.get(key)
+            if check is None:
+                unknown.append(f"{path}: {key}")
+                continue
+            values[key] = check(path, key, value)
+    return Settings(**values, sources=tuple(sources), unknown=tuple(unknown))
+
+
+def load_quietly(project_root: str | None) -> Settings | None:
+    """For hooks: a bad config file is logged, and None says "drop nothing" (a typo in
+    ring_size must not cost anyone their checkpoints)."""
+    try:
+        return load(project_root)
+    except ConfigError as e:
+        from .log import log
+        log(f"config: {e.message}; nothing is dropped until it is fixed")
+        return None

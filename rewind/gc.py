@@ -1,0 +1,369 @@
+"""gc: drop what the ring and the retention drop, then sweep the objects nothing needs.
+
+Safe while hooks write (DESIGN.md "retention"), in this order:
+1. `start`: the filesystem's clock, read before anything else. Objects whose mtime is not
+   older than `start` are never swept: a writer that creates an object, or reuses one
+   (`Store.put` refreshes its mtime), after `start` is safe without further ado.
+2. The catalog rows go first: each project's policy is enforced, and caches older than
+   the retention are cleared.
+3. Barrier: the store lock is taken exclusive for an instant. Every writer holds it
+   shared from its first catalog read to its commit, so every writer that touched an
+   object before `start` has committed by now and its rows are visible.
+4. Mark: every tree of every kept checkpoint, the last scanned trees, the pre-images and
+   the stat cache's ids. A tree that cannot be read stops gc before anything is deleted.
+5. Sweep: an unmarked object older than `start` is moved into `gc-trash/` (atomic), its
+   mtime checked again there (a writer may have reused it between the listing and the
+   move: then it goes back), and only then unlinked. A writer that reuses it after the
+   move finds it missing and writes it again.
+`dry_run` stops after computing the same plan, deleting nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import config
+from . import tree as treemod
+from .catalog import Catalog
+from .clock import iso, now_ns
+from .constants import OBJECTS_DIR, TMP_DIR
+from .errors import CorruptObject, RewindError
+from .lock import store_lock, try_lock
+from .objects import Store
+from .retention import enforce
+from .tree import DIR, FILE, LARGE, LINK
+
+TRASH_DIR = "gc-trash"
+STAMP = "gc.stamp"
+TMP_MAX_AGE_S = 86400          # staged files of a writer that died are removed after a day
+BARRIER_TIMEOUT_S = 120.0
+_HEX2 = re.compile(r"^[0-9a-f]{2}$")
+_HEX62 = re.compile(r"^[0-9a-f]{62}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+Progress = Callable[[str, int, int], None]   # (phase, done, total)
+
+
+@dataclass
+class GcReport:
+    dry_run: bool
+    started_at: str = ""
+    dropped: list[dict] = field(default_factory=list)     # {project, number, reason}
+    config_problems: list[str] = field(default_factory=list)
+    rows_pruned: int = 0
+    objects_kept: int = 0
+    bytes_kept: int = 0
+    objects_swept: int = 0
+    bytes_swept: int = 0
+    objects_spared: int = 0      # unreferenced but newer than the start (a writer's, in flight)
+    temp_files_removed: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+class GcBusy(RewindError):
+    pass
+
+
+def mark(store: Store, roots: dict[str, list], progress: Progress | None = None) -> set[str]:
+    """Every object id the roots reach. Checkpoint trees must be readable (a missing one
+    would hide what it needs, so gc stops); the caches' trees are followed when present."""
+    marked: set[str] = set()
+
+    def walk(oid: str, strict: bool, where: str) -> None:
+        stack = [oid]
+        while stack:
+            tid = stack.pop()
+            if tid in marked:
+                continue
+            try:
+                entries = treemod.parse(store.get(tid))
+            except (CorruptObject, ValueError) as e:
+                if not strict:
+                    marked.add(tid)
+                    continue
+                problem = e.problem if isinstance(e, CorruptObject) else f"does not parse ({e})"
+                raise RewindError(f"gc stopped before deleting anything: tree {tid[:12]} of {where} "
+                                  f"is {problem}",
+                                  hint="`rewind verify` lists the damage") from None
+            marked.add(tid)
+            for e in entries.values():
+                if e.kind == DIR:
+                    if e.oid not in marked:
+                        stack.append(e.oid)
+                elif e.kind != LARGE and e.oid:
+                    marked.add(e.oid)
+
+    marked.add(treemod.EMPTY_TREE_ID)
+    cps = roots["checkpoints"]
+    for i, (pid, number, tree) in enumerate(cps):
+        walk(tree, True, f"checkpoint {number} (project {pid})")
+        if progress:
+            progress("marking", i + 1, len(cps))
+    for tree in roots["last_trees"]:
+        walk(tree, False, "the last scan")
+    marked.update(roots["preimages"])
+    for kind, oid in roots["cached"]:
+        if kind == DIR:
+            walk(oid, False, "the stat cache")
+        elif kind in (FILE, LINK) and oid:
+            marked.add(oid)
+    return marked
+
+
+def _shards(objects: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(objects) if _HEX2.match(n))
+    except FileNotFoundError:
+        return []
+
+
+def _recover_trash(home: str) -> None:
+    """Objects a killed gc left in its trash go back; the sweep decides again."""
+    trash = os.path.join(home, TRASH_DIR)
+    try:
+        names = os.listdir(trash)
+    except FileNotFoundError:
+        return
+    for name in names:
+        src = os.path.join(trash, name)
+        if not _HEX64.match(name):
+            continue
+        dst = os.path.join(home, OBJECTS_DIR, name[:2], name[2:])
+        try:
+            if os.path.exists(dst):
+                os.unlink(src)
+            else:
+                os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
+                os.rename(src, dst)
+        except OSError:
+            pass
+
+
+def _sweep(home: str, marked: set[str], start_ns: int, report: GcReport, dry_run: bool,
+           progress: Progress | None) -> None:
+    objects = os.path.join(home, OBJECTS_DIR)
+    trash = os.path.join(home, TRASH_DIR)
+    if not dry_run:
+        os.makedirs(trash, mode=0o700, exist_ok=True)
+    shards = _shards(objects)
+    for i, shard in enumerate(shards):
+        sdir = os.path.join(objects, shard)
+        try:
+            it = list(os.scandir(sdir))
+        except FileNotFoundError:
+            continue
+        for de in it:
+            if not _HEX62.match(de.name):
+                continue
+            oid = shard + de.name
+            try:
+                st = de.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if oid in marked:
+                report.objects_kept += 1
+                report.bytes_kept += st.st_size
+                continue
+            if st.st_mtime_ns >= start_ns:
+                report.objects_spared += 1
+                report.bytes_kept += st.st_size
+                continue
+            if dry_run:
+                report.objects_swept += 1
+                report.bytes_swept += st.st_size
+                continue
+            held = os.path.join(trash, oid)
+            try:
+                os.rename(de.path, held)
+            except FileNotFoundError:
+                continue
+            try:
+                again = os.stat(held)
+            except FileNotFoundError:
+                continue
+            if again.st_mtime_ns >= start_ns:   # reused while we looked: put it back
+                os.rename(held, de.path)
+                report.objects_spared += 1
+                report.bytes_kept += again.st_size
+                continue
+            os.unlink(held)
+            report.objects_swept += 1
+            report.bytes_swept += again.st_size
+        if progress:
+            progress("sweeping", i + 1, len(shards))
+
+
+def _clean_tmp(home: str, report: GcReport, dry_run: bool) -> None:
+    tmp = os.path.join(home, TMP_DIR)
+    cutoff = time.time() - TMP_MAX_AGE_S
+    try:
+        entries = list(os.scandir(tmp))
+    except FileNotFoundError:
+        return
+    for de in entries:
+        try:
+            if de.is_file(follow_symlinks=False) and de.stat(follow_symlinks=False).st_mtime < cutoff:
+                if not dry_run:
+                    os.unlink(de.path)
+                report.temp_files_removed += 1
+        except FileNotFoundError:
+            pass
+
+
+def fs_now(home: str) -> int:
+    """The filesystem's clock (object mtimes are compared with it, not with time.time())."""
+    tmp = os.path.join(home, TMP_DIR)
+    os.makedirs(tmp, mode=0o700, exist_ok=True)
+    path = os.path.join(tmp, f"gc-now.{os.getpid()}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        return os.fstat(fd).st_mtime_ns
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress | None = None,
+        only: list[int] | None = None) -> GcReport:
+    """Drop, mark, sweep (see the module docstring). `only`: enforce the policy in these
+    projects alone (the sweep is always store-wide: objects are shared)."""
+    began = time.monotonic()
+    lock_fd = try_lock(home, "gc.lock")
+    if lock_fd is None:
+        raise GcBusy("another gc is running", hint="it reports what it freed in `rewind status`")
+    try:
+        report = GcReport(dry_run=dry_run)
+        if not dry_run:
+            _recover_trash(home)
+        start = fs_now(home)
+        now = now_ns()
+        report.started_at = iso(now)
+        store = Store(home)
+        projects = catalog.projects()
+        would_drop: set[tuple[int, int]] = set()
+        for pid, root in projects:
+            if only is not None and pid not in only:
+                continue
+            try:
+                settings = config.load(root)
+            except config.ConfigError as e:
+                report.config_problems.append(f"{e.message} (nothing dropped in {root})")
+                continue
+            with catalog.transaction():
+                dropped = enforce(catalog, pid, settings, now, dry_run=dry_run)
+                if not dry_run:
+                    if catalog.state(pid)[1] < now - settings.retention_ns:
+                        catalog.forget_state(pid)
+                    report.rows_pruned += catalog.prune_history(pid, now - settings.retention_ns)
+            for v in dropped:
+                report.dropped.append({"project": root, "number": v.number, "reason": v.reason})
+                would_drop.add((pid, v.number))
+        if not dry_run:
+            with store_lock(home, exclusive=True, timeout=BARRIER_TIMEOUT_S,
+                            what="the store (gc waits for hooks in flight)"):
+                pass
+        roots = catalog.roots()
+        if would_drop:
+            roots["checkpoints"] = [r for r in roots["checkpoints"] if (r[0], r[1]) not in would_drop]
+        marked = mark(store, roots, progress)
+        _sweep(home, marked, start, report, dry_run, progress)
+        _clean_tmp(home, report, dry_run)
+        report.seconds = round(time.monotonic() - began, 3)
+        if not dry_run:
+            with catalog.transaction():
+                catalog.set_meta("last_gc", json.dumps(report.to_json(), sort_keys=True))
+            touch_stamp(home)
+        return report
+    finally:
+        os.close(lock_fd)
+
+
+def object_sizes(home: str) -> dict[str, int]:
+    """Every object in the store and its size on disk."""
+    out: dict[str, int] = {}
+    objects = os.path.join(home, OBJECTS_DIR)
+    for shard in _shards(objects):
+        try:
+            with os.scandir(os.path.join(objects, shard)) as it:
+                for de in it:
+                    if _HEX62.match(de.name):
+                        try:
+                            out[shard + de.name] = de.stat(follow_symlinks=False).st_size
+                        except FileNotFoundError:
+                            pass
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def usage(home: str, catalog: Catalog, project_ids: list[int],
+          sizes: dict[str, int] | None = None) -> dict[int, tuple[int, int]]:
+    """Per project: (objects, bytes) its checkpoints and caches reach. Projects share
+    identical content, so these add up to more than the store holds."""
+    sizes = object_sizes(home) if sizes is None else sizes
+    store = Store(home)
+    out = {}
+    for pid in project_ids:
+        try:
+            reached = mark(store, catalog.roots([pid]))
+        except RewindError:
+            reached = set()
+        present = [sizes[o] for o in reached if o in sizes]
+        out[pid] = (len(present), sum(present))
+    return out
+
+
+def last_report(catalog: Catalog) -> dict | None:
+    raw = catalog.meta("last_gc")
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
+
+
+# -- gc by itself ------------------------------------------------------------------------
+
+def touch_stamp(home: str) -> None:
+    path = os.path.join(home, STAMP)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+    os.utime(path)
+
+
+def due(home: str, interval_hours: float) -> bool:
+    """Whether gc should run by itself; the first call only starts the clock."""
+    if interval_hours <= 0:
+        return False
+    path = os.path.join(home, STAMP)
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except FileNotFoundError:
+        try:
+            touch_stamp(home)
+        except OSError:
+            pass
+        return False
+    return age >= interval_hours * 3600
+
+
+def spawn_if_due(home: str) -> bool:
+    """Start `rewind gc --auto` detached when it is due: never inside the caller's time.
+    The stamp is refreshed first, so racing callers start one gc, not many."""
+    settings = config.load_quietly(None)
+    if settings is None or not due(home, settings.gc_interval_hours):
+        return False
+    touch_stamp(home)
+    import subprocess
+    import sys
+    subprocess.Popen([sys.executable, "-m", "rewind", "gc", "--auto"], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                     close_fds=True, cwd=home)
+    return True
