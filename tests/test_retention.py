@@ -391,6 +391,8 @@ def test_gc_never_sweeps_an_object_newer_than_its_start(tmp_path):
     store = Store(home)
     oid = store.put(b"staged by a writer that has not committed yet")
     store.flush()
+    later = time.time() + 60       # as if written after gc read its clock
+    os.utime(store.path(oid), (later, later))
     catalog = Catalog(home)
     report = gcmod.run(home, catalog)
     assert report.objects_spared == 1 and os.path.exists(store.path(oid))
