@@ -5,7 +5,7 @@ hook pays two stats when there is no config at all.
 Known keys:
   ring_size       newest checkpoints kept per project (default 100, at least 1)
   retention_days  checkpoints older than this are dropped (default 30, may be fractional)
-  gc_interval_hours  how often gc runs by itself (default 24; 0 turns it off)
+  gc_interval_hours  how often gc runs by itself (default 24, at least 1; 0 turns it off)
 """
 
 from __future__ import annotations
@@ -52,10 +52,17 @@ def _positive_number(path: str, key: str, value, allow_zero: bool = False) -> fl
     return float(value)
 
 
+def _interval(path: str, key: str, value) -> float:
+    hours = _positive_number(path, key, value, allow_zero=True)
+    if 0 < hours < 1:
+        raise ConfigError(f"{path}: {key} must be 0 (off) or at least 1 (got {value!r})")
+    return hours
+
+
 _CHECKS = {
     "ring_size": lambda p, k, v: _positive_int(p, k, v),
     "retention_days": lambda p, k, v: _positive_number(p, k, v),
-    "gc_interval_hours": lambda p, k, v: _positive_number(p, k, v, allow_zero=True),
+    "gc_interval_hours": lambda p, k, v: _interval(p, k, v),
 }
 
 

@@ -59,7 +59,15 @@ def _run(args: list[str]) -> None:
 
 
 def _gc_if_due() -> None:
-    """Once a day a hook starts gc detached; it never runs inside the hook's time."""
+    """Once a day a hook starts gc detached; it never runs inside the hook's time. One stat
+    when it is not due (the interval is at least an hour)."""
+    import time
     from .. import locations
+    home = locations.data_dir()
+    try:
+        if time.time() - os.stat(os.path.join(home, "gc.stamp")).st_mtime < 3600:
+            return
+    except FileNotFoundError:
+        pass
     from ..gc import spawn_if_due
-    spawn_if_due(locations.data_dir())
+    spawn_if_due(home)
