@@ -59,6 +59,8 @@ class ScanResult:
     hardlinks: set[str]
     cache_upserts: dict[str, tuple] = field(default_factory=dict)
     cache_removed: set[str] = field(default_factory=set)
+    listed: list[str] | None = None            # incremental: the directories listed (None: all)
+    removed_prefixes: set[str] = field(default_factory=set)
 
 
 class _Scanner:
@@ -75,6 +77,14 @@ class _Scanner:
         self.hardlinks: set[str] = set()
         self.upserts: dict[str, tuple] = {}
         self.seen: set[str] = set()
+        # incremental mode (see scan_dirty): the previous tree, the directories that must be
+        # listed, the directories whose whole subtree must be read again
+        self.old = None
+        self.need: set[str] = set()
+        self.fresh: set[str] = set()
+        self.listed: list[str] = []
+        self.removed: set[str] = set()
+        self.removed_prefixes: set[str] = set()
 
     def _remember(self, rel: str, value: tuple) -> None:
         if self.store is None:
@@ -83,7 +93,9 @@ class _Scanner:
         if self.cache.get(rel) != value:
             self.upserts[rel] = value
 
-    def scan_dir(self, dfd: int, rel: str, rules: IgnoreRules) -> str:
+    def scan_dir(self, dfd: int, rel: str, rules: IgnoreRules, old: Tree | None = None,
+                 full: bool = True) -> str:
+        """`old`: this directory's previous tree (incremental mode); `full`: no reuse below."""
         tree: Tree = {}
         try:
             with os.scandir(dfd) as it:
@@ -91,6 +103,8 @@ class _Scanner:
         except OSError as e:
             # listed as unreadable by the caller; an empty listing would make a restore delete it
             raise _Unreadable(str(e)) from None
+        if self.old is not None:
+            self.listed.append(rel)
         for de in entries:
             name = de.name
             rel_path = f"{rel}/{name}" if rel else name
@@ -111,6 +125,16 @@ class _Scanner:
                     self.stats.ignored += 1
                     self.protected.add(rel_path)
                     continue
+                prev = old.get(name) if old is not None else None
+                if prev is not None and prev.kind != DIR:
+                    prev = None
+                if prev is not None and not full and rel_path not in self.need:
+                    # nothing below changed: the previous subtree stands, unread
+                    tree[name] = Entry(DIR, S.S_IMODE(mode), prev.oid, 0)
+                    self.stats.dirs += 1
+                    continue
+                sub_old = self.old(prev.oid) if self.old is not None and prev is not None else None
+                sub_full = full or rel_path in self.fresh or sub_old is None
                 try:
                     sub = os.open(name, _OPEN_DIR, dir_fd=dfd)
                 except OSError as e:
@@ -119,7 +143,8 @@ class _Scanner:
                     continue
                 try:
                     oid = self.scan_dir(sub, rel_path,
-                                        rules.for_subdir(rel_path, os.path.join(self.root, rel_path)))
+                                        rules.for_subdir(rel_path, os.path.join(self.root, rel_path)),
+                                        sub_old, sub_full)
                 except _Unreadable as e:
                     self.stats.unreadable.append((rel_path, str(e)))
                     self.protected.add(rel_path)
@@ -157,6 +182,17 @@ class _Scanner:
             else:
                 self.stats.special.append((rel_path, _special_kind(mode)))
                 self.protected.add(rel_path)
+        if old is not None:
+            # what the stat cache knew here and is gone (or changed kind)
+            for name, e in old.items():
+                now = tree.get(name)
+                if now is None or (now.kind == DIR) != (e.kind == DIR):
+                    key = f"{rel}/{name}" if rel else name
+                    if e.kind == DIR:
+                        self.removed.add(key + "/")
+                        self.removed_prefixes.add(key + "/")
+                    else:
+                        self.removed.add(key)
         oid, data = tree_id(tree)
         self.trees[oid] = tree
         if self.store is not None:
@@ -241,6 +277,35 @@ def _special_kind(mode: int) -> str:
     if S.S_ISCHR(mode) or S.S_ISBLK(mode):
         return "device"
     return "special file"
+
+
+def scan_dirty(root: str, store: Store, cache, fs_now_ns: int, old_root: str, load,
+               dirty: dict[str, str], max_size: int = MAX_FILE_SIZE) -> ScanResult:
+    """An incremental scan: only the directories on the way to a dirty path are listed;
+    every other subtree is the previous scan's, unread. `dirty`: path -> "m" (the path or
+    its entries changed) or "c" (created or moved in: its whole subtree is read). `cache`
+    needs only `.get()`. The result names the directories it listed (`listed`), and the
+    cache keys and key prefixes that are gone; the same tree a full scan would build, as
+    long as the dirty set is complete (the watcher's job, checked by the caller)."""
+    scanner = _Scanner(root, store, cache, fs_now_ns, max_size)
+    scanner.old = load
+    for path, kind in dirty.items():
+        parts = path.split("/") if path else []
+        for i in range(len(parts)):
+            scanner.need.add("/".join(parts[:i]))
+        scanner.need.add(path)
+        if kind == "c":
+            scanner.fresh.add(path)
+    if not dirty:
+        return ScanResult(old_root, {}, scanner.stats, set(), set(), {}, set(), listed=[])
+    rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        oid = scanner.scan_dir(rfd, "", IgnoreRules.for_root(root), load(old_root), "" in scanner.fresh)
+    finally:
+        os.close(rfd)
+    return ScanResult(oid, scanner.trees, scanner.stats, scanner.protected, scanner.hardlinks,
+                      scanner.upserts, scanner.removed, listed=scanner.listed,
+                      removed_prefixes=scanner.removed_prefixes)
 
 
 def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None = None,
