@@ -197,6 +197,63 @@ _CH_COLS = ("path", "status", "old_kind", "new_kind", "old_mode", "new_mode", "o
             "old_size", "new_size", "source", "tool", "command", "session_id", "flags")
 
 
+# Schema changes, in order: _MIGRATIONS[v] takes a catalog from version v+1 to v+2.
+_MIGRATIONS = [
+    # 2: the watcher (issue 4)
+    """
+    CREATE TABLE watch_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id INTEGER NOT NULL,
+        path BLOB NOT NULL,
+        kind TEXT NOT NULL,
+        ts INTEGER NOT NULL,
+        writer TEXT
+    );
+    CREATE INDEX watch_events_seq ON watch_events(project_id, seq);
+    CREATE TABLE watchers (
+        project_id INTEGER PRIMARY KEY,
+        pid INTEGER NOT NULL,
+        started_ns INTEGER NOT NULL,
+        ready_ns INTEGER,
+        heartbeat_ns INTEGER NOT NULL,
+        dirs INTEGER NOT NULL DEFAULT 0,
+        events INTEGER NOT NULL DEFAULT 0,
+        overflow_ns INTEGER,
+        limit_hit INTEGER NOT NULL DEFAULT 0,
+        background INTEGER NOT NULL DEFAULT 0,
+        stopped_ns INTEGER,
+        stop_reason TEXT
+    );
+    CREATE TABLE watch_cookies (name TEXT PRIMARY KEY, project_id INTEGER NOT NULL, seq INTEGER NOT NULL);
+    ALTER TABLE project_state ADD COLUMN scan_start_ns INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE project_state ADD COLUMN consumed_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE project_state ADD COLUMN last_stats TEXT;
+    ALTER TABLE project_state ADD COLUMN full_scans INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE project_state ADD COLUMN quick_scans INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE project_state ADD COLUMN fallbacks INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE project_state ADD COLUMN fallback TEXT;
+    ALTER TABLE project_state ADD COLUMN fallback_ns INTEGER;
+    ALTER TABLE windows ADD COLUMN agent_pid INTEGER;
+    """,
+]
+
+
+def _migrate(db, version: int) -> None:
+    """Bring a catalog at `version` up to SCHEMA_VERSION, in one transaction."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        current = int(db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+        for step in range(current - 1, SCHEMA_VERSION - 1):
+            for stmt in _MIGRATIONS[step].split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+        db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 class Catalog:
     def __init__(self, home: str):
         self.home = home
@@ -210,6 +267,8 @@ class Catalog:
             raise RewindError(f"the catalog at {self.path} has schema {version and version[0]}, "
                               f"newer than this rewind understands ({SCHEMA_VERSION})",
                               hint="upgrade rewind")
+        if int(version[0]) < SCHEMA_VERSION:
+            _migrate(self.db, int(version[0]))
 
     def close(self) -> None:
         self.db.close()
@@ -329,7 +388,15 @@ class Catalog:
             "SELECT path, kind, size, mtime_ns, ctime_ns, ino, mode, oid FROM statcache "
             "WHERE project_id=?", (project_id,))}
 
-    def update_statcache(self, project_id: int, upserts: dict[str, tuple], removed: set[str]) -> None:
+    def statcache_lookup(self, project_id: int) -> "_LazyCache":
+        return _LazyCache(self.db, project_id)
+
+    def update_statcache(self, project_id: int, upserts: dict[str, tuple], removed: set[str],
+                         removed_prefixes: set[str] = frozenset()) -> None:
+        for prefix in removed_prefixes:
+            lo = os.fsencode(prefix)
+            self.db.execute("DELETE FROM statcache WHERE project_id=? AND path>=? AND path<?",
+                            (project_id, lo, lo[:-1] + b"0"))   # '0' follows '/'
         if removed:
             self.db.executemany("DELETE FROM statcache WHERE project_id=? AND path=?",
                                 [(project_id, os.fsencode(p)) for p in removed])
@@ -345,9 +412,43 @@ class Catalog:
                               (project_id,)).fetchone()
         return (row[0], row[1]) if row else (None, 0)
 
-    def set_state(self, project_id: int, last_tree: str, last_scan_ns: int) -> None:
-        self.db.execute("INSERT OR REPLACE INTO project_state(project_id, last_tree, last_scan_ns) "
-                        "VALUES (?, ?, ?)", (project_id, last_tree, last_scan_ns))
+    def set_state(self, project_id: int, last_tree: str, last_scan_ns: int, **more) -> None:
+        """Inside a transaction: the last scan's tree and time (and any other column)."""
+        self.db.execute("INSERT OR IGNORE INTO project_state(project_id) VALUES (?)", (project_id,))
+        cols = {"last_tree": last_tree, "last_scan_ns": last_scan_ns, **more}
+        self.db.execute(f"UPDATE project_state SET {', '.join(f'{c}=?' for c in cols)} WHERE project_id=?",
+                        (*cols.values(), project_id))
+
+    def scan_state(self, project_id: int) -> dict:
+        cols = ("last_tree", "last_scan_ns", "scan_start_ns", "consumed_seq", "last_stats", "full_scans",
+                "quick_scans", "fallbacks", "fallback", "fallback_ns")
+        row = self.db.execute(f"SELECT {','.join(cols)} FROM project_state WHERE project_id=?",
+                              (project_id,)).fetchone()
+        return dict(zip(cols, row)) if row else {c: None for c in cols} | {
+            "last_scan_ns": 0, "scan_start_ns": 0, "consumed_seq": 0, "full_scans": 0, "quick_scans": 0,
+            "fallbacks": 0}
+
+    # -- the watcher ------------------------------------------------------------------------
+    _W_COLS = ("project_id", "pid", "started_ns", "ready_ns", "heartbeat_ns", "dirs", "events",
+               "overflow_ns", "limit_hit", "background", "stopped_ns", "stop_reason")
+
+    def watcher(self, project_id: int) -> dict | None:
+        row = self.db.execute(f"SELECT {','.join(self._W_COLS)} FROM watchers WHERE project_id=?",
+                              (project_id,)).fetchone()
+        return dict(zip(self._W_COLS, row)) if row else None
+
+    def events(self, project_id: int, after: int, upto: int | None) -> list[tuple[str, str, int, str | None]]:
+        """(path, kind, ts, writer) of the watcher's events in (after, upto], oldest first."""
+        sql = "SELECT path, kind, ts, writer FROM watch_events WHERE project_id=? AND seq>?"
+        args: tuple = (project_id, after)
+        if upto is not None:
+            sql += " AND seq<=?"
+            args += (upto,)
+        return [(os.fsdecode(p), k, ts, w) for p, k, ts, w in self.db.execute(sql + " ORDER BY seq", args)]
+
+    def last_event_seq(self, project_id: int) -> int:
+        row = self.db.execute("SELECT max(seq) FROM watch_events WHERE project_id=?", (project_id,)).fetchone()
+        return row[0] or 0
 
     def has_sessions(self, project_id: int) -> bool:
         return self.db.execute("SELECT 1 FROM sessions WHERE project_id=? LIMIT 1",
@@ -463,6 +564,23 @@ class Catalog:
         self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
 
+class _LazyCache:
+    """The stat cache, one row at a time (an incremental scan looks at a few paths)."""
+
+    def __init__(self, db, project_id: int):
+        self.db, self.project_id, self.memo = db, project_id, {}
+
+    def get(self, key: str):
+        if key not in self.memo:
+            row = self.db.execute("SELECT kind, size, mtime_ns, ctime_ns, ino, mode, oid FROM statcache "
+                                  "WHERE project_id=? AND path=?", (self.project_id, os.fsencode(key))).fetchone()
+            self.memo[key] = tuple(row) if row else None
+        return self.memo[key]
+
+    def __iter__(self):
+        return iter(())
+
+
 class _Txn:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on error."""
 
@@ -489,7 +607,7 @@ def _create(home: str, final: str) -> None:
         db = sqlite3.connect(tmp, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
-            db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+            db.executescript("BEGIN;" + _SCHEMA + "".join(_MIGRATIONS) + "COMMIT;")
             db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         finally:
             db.close()

@@ -6,6 +6,9 @@ Known keys:
   ring_size       newest checkpoints kept per project (default 100, at least 1)
   retention_days  checkpoints older than this are dropped (default 30, may be fractional)
   gc_interval_hours  how often gc runs by itself (default 24, at least 1; 0 turns it off)
+  watch           start the file watcher with an agent session (default true; REWIND_WATCH=0|1
+                  overrides it)
+  watch_idle_minutes  a background watcher exits after this long without a hook (default 30)
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class Settings:
     ring_size: int = RING_SIZE
     retention_days: float = RETENTION_DAYS
     gc_interval_hours: float = 24.0
+    watch: bool = True
+    watch_idle_minutes: float = 30.0
     sources: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()   # "file: key" for keys this rewind does not know
 
@@ -59,7 +64,15 @@ def _interval(path: str, key: str, value) -> float:
     return hours
 
 
+def _bool(path: str, key: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: {key} must be true or false (got {value!r})")
+    return value
+
+
 _CHECKS = {
+    "watch": lambda p, k, v: _bool(p, k, v),
+    "watch_idle_minutes": lambda p, k, v: _positive_number(p, k, v),
     "ring_size": lambda p, k, v: _positive_int(p, k, v),
     "retention_days": lambda p, k, v: _positive_number(p, k, v),
     "gc_interval_hours": lambda p, k, v: _interval(p, k, v),
@@ -103,6 +116,9 @@ def load(project_root: str | None) -> Settings:
                 unknown.append(f"{path}: {key}")
                 continue
             values[key] = check(path, key, value)
+    env = os.environ.get("REWIND_WATCH")
+    if env in ("0", "1"):
+        values["watch"] = env == "1"
     return Settings(**values, sources=tuple(sources), unknown=tuple(unknown))
 
 

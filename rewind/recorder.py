@@ -18,6 +18,7 @@ from .hooks.base import EDIT_TOOLS, SHELL_TOOLS, Event
 from .ignore import IgnoreRules
 from .lock import store_lock
 from .objects import Store, digest_of
+from .procs import agent_pid
 from .project import Project, open_catalog, resolve_root
 from .snapshot import record
 
@@ -84,16 +85,40 @@ def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
                        "agent=? AND session_id=?", (time.time_ns(), project.id, ev.agent, ev.session_id))
 
 
+def _ensure_watcher(project: Project) -> str:
+    """Start the project's watcher in the background unless one runs or it is turned off."""
+    from . import config, watcher
+    settings = config.load_quietly(project.root)
+    if settings is None or not settings.watch:
+        return "watcher off"
+    if watcher.running(project.home, project.catalog, project.id) is not None:
+        return "watcher running"
+    watcher.start_background(project.root, settings.watch_idle_minutes)
+    return "watcher started"
+
+
+def _stop_watcher_if_last(project: Project) -> str:
+    """SessionEnd: no session of the project left -> its background watcher stops."""
+    from . import watcher
+    left = project.catalog.db.execute("SELECT count(*) FROM sessions WHERE project_id=? AND ended_ns IS NULL",
+                                      (project.id,)).fetchone()[0]
+    row = project.catalog.watcher(project.id)
+    if left or row is None or not row["background"]:
+        return ""
+    return "; watcher stopped" if watcher.stop(project.home, project.catalog, project.id) else ""
+
+
 def _dispatch(project: Project, ev: Event) -> str:
     if ev.kind == "session_start":
-        return "session registered"
+        return "session registered; " + _ensure_watcher(project)
     if ev.kind == "session_end":
         _close_windows(project, ev)
         with project.catalog.transaction():
             project.catalog.db.execute("UPDATE sessions SET ended_ns=? WHERE agent=? AND session_id=?",
                                        (time.time_ns(), ev.agent, ev.session_id))
-        return "session ended"
+        return "session ended" + _stop_watcher_if_last(project)
     if ev.kind == "prompt":
+        _ensure_watcher(project)     # a watcher that died comes back (this scan is a full one)
         meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
                 "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
         cp, _, _ = record(project, "prompt", message=ev.prompt, meta=meta, lock_timeout=SCAN_LOCK_TIMEOUT)
@@ -116,9 +141,9 @@ def _shell(project: Project, ev: Event) -> str:
         _, _, stamp = record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
         with project.catalog.transaction():
             db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
-                       " command, opened_ns) VALUES (?,?,?,?,?,?,?,?,?)",
+                       " command, opened_ns, agent_pid) VALUES (?,?,?,?,?,?,?,?,?,?)",
                        (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool, "bash",
-                        ev.command, stamp))
+                        ev.command, stamp, agent_pid()))
         return "shell window opened"
     record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
     with project.catalog.transaction():

@@ -287,7 +287,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         if project.catalog.checkpoint(project.id, target.number) is None:
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
                                      hint="the ring or the retention removed it; `rewind list` shows what is left")
-        safety, current = capture(project, "rewind", restore_target=target.number, locked=True,
+        safety, current = capture(project, "rewind", restore_target=target.number, locked=True, full=True,
                                   message=("undo" if is_undo else f"before rewind to {target.number}"))
         plan = plan_restore(project, target, current, paths)
         # every object the plan needs is read and verified before the tree is touched

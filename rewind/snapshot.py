@@ -14,11 +14,13 @@ the next checkpoint is taken, each changed path takes its latest observation.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from contextlib import nullcontext
 
 from . import config
+from . import dirty as dirtymod
 from . import tree as treemod
 from .catalog import ChangeRow, Checkpoint
 from .clock import iso, now_ns
@@ -27,7 +29,7 @@ from .lock import project_lock
 from .objects import Store
 from .project import Project, git_state
 from .retention import enforce
-from .scan import ScanResult, scan
+from .scan import ScanResult, scan, scan_dirty
 from .tree import FILE, Entry, Tree
 
 
@@ -82,25 +84,73 @@ def _default_source(project: Project, windows: list[dict], since_ns: int) -> tup
     return "unknown", None, None, None, []
 
 
+TOOL_LAG_NS = 2 * 10**9   # an edit tool's write may reach the watcher after its window closed
+
+
+def _event_of(events: dict[str, tuple], path: str) -> tuple[int, str | None] | None:
+    """When the watcher saw `path` change (and whether a command's process ran then): its
+    own latest event, else the nearest ancestor created or moved in (a directory moved as a
+    whole reports no event for its contents)."""
+    own = events.get(path)
+    if own is not None:
+        return own[1], own[2]
+    while path:
+        path = path.rpartition("/")[0]
+        e = events.get(path)
+        if e is not None and e[0] == "c":
+            return e[1], e[2]
+    return None
+
+
+def _source_at(project: Project, windows: list[dict], row: ChangeRow, ts: int, writer: str | None,
+               anyone: tuple) -> tuple:
+    """The source of a change the watcher saw at `ts`: the edit tool whose target it is and
+    whose window holds ts; else the shell window(s) holding ts, unless the watcher saw that no
+    process of the command was running then (`writer` "none": the command had not started
+    yet, waiting for permission, or had ended); else outside every window."""
+    for w in reversed(windows):
+        if w["kind"] == "tool" and w["target"] == row.path and w["opened_ns"] <= ts and (
+                w["closed_ns"] is None or ts <= w["closed_ns"]
+                or (ts <= w["closed_ns"] + TOOL_LAG_NS and w["post_oid"] == (row.new_oid or ""))):
+            return "tool", w["tool"], None, w["session_id"], []
+    shells = [w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= ts
+              and (w["closed_ns"] is None or ts <= w["closed_ns"])] if writer != "none" else []
+    if len(shells) == 1:
+        w = shells[0]
+        return "bash", w["tool"], w["command"], w["session_id"], []
+    if shells:
+        return ("bash", shells[0]["tool"], " | ".join(w["command"] or "" for w in shells), None,
+                ["ambiguous"])
+    return anyone
+
+
 def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
-                      forced: tuple | None = None) -> None:
-    """Give each change of one segment its source (see the module docstring)."""
+                      forced: tuple | None = None,
+                      events: dict[str, tuple] | None = None) -> None:
+    """Give each change of one segment its source (see the module docstring). With the
+    watcher's `events`, each change is placed in time against the tool windows."""
     if forced is not None:
         for r in rows:
             r.source, r.tool, r.command, r.session_id = forced
         return
     windows = project.catalog.open_windows(project.id)
     default = _default_source(project, windows, since_ns)
+    anyone = (("external" if project.catalog.has_sessions(project.id) else "unknown"),
+              None, None, None, []) if events is not None else None
     edits: dict[str, list[dict]] = {}
     for w in windows:
         if w["kind"] == "tool" and w["target"] is not None:
             edits.setdefault(w["target"], []).append(w)
     for r in rows:
         source = default
-        for w in reversed(edits.get(r.path, [])):
-            if w["closed_ns"] is None or w["post_oid"] == (r.new_oid or ""):
-                source = ("tool", w["tool"], None, w["session_id"], [])
-                break
+        seen = _event_of(events, r.path) if events is not None else None
+        if seen is not None:
+            source = _source_at(project, windows, r, seen[0], seen[1], anyone)
+        else:
+            for w in reversed(edits.get(r.path, [])):
+                if w["closed_ns"] is None or w["post_oid"] == (r.new_oid or ""):
+                    source = ("tool", w["tool"], None, w["session_id"], [])
+                    break
         r.source, r.tool, r.command, r.session_id = source[:4]
         r.flags = r.flags + [f for f in source[4] if f not in r.flags]
 
@@ -141,30 +191,43 @@ def _git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tup
 
 def record(project: Project, kind: str | None, *, message: str | None = None, meta: dict | None = None,
            lock_timeout: float = 30.0, restore_target: int | None = None, locked: bool = False,
-           forced: tuple | None = None, extra: list[ChangeRow] | None = None):
+           forced: tuple | None = None, extra: list[ChangeRow] | None = None, full: bool = False,
+           baseline: bool = False):
     """Scan, attribute the segment since the last scan, and with a `kind` take checkpoint.
-    Returns (checkpoint or None, scan result, the scan's timestamp)."""
+    The scan is quick (the watcher's dirty set) when the watcher can be trusted, else full;
+    `full` forces a full one (a restore needs every protected path), `baseline` is the
+    watcher's own first scan. Returns (checkpoint or None, scan result, the scan's timestamp)."""
     guard = nullcontext() if locked else project_lock(project.home, project.id, timeout=lock_timeout)
     with guard:
         store, catalog = project.store, project.catalog
-        cache = catalog.load_statcache(project.id)
+        state = catalog.scan_state(project.id)
+        plan = dirtymod.plan(project, state, force_full=full or baseline)
+        last_tree, last_ns = state["last_tree"], state["last_scan_ns"] or 0
+        load = TreeLoader(store)
         fs_now = fs_timestamp(store)
+        scan_start = time.time_ns()
         try:
-            result = scan(project.root, store, cache, fs_now)
+            if plan.quick:
+                result = scan_dirty(project.root, store, catalog.statcache_lookup(project.id), fs_now,
+                                    last_tree, load, plan.dirty)
+            else:
+                result = scan(project.root, store, catalog.load_statcache(project.id), fs_now)
             store.flush()
         except BaseException:
             store.discard()
             raise
         stamp = time.time_ns()
-        last_tree, last_ns = catalog.state(project.id)
         prev = catalog.latest(project.id)
         if last_tree is None and prev is not None:
             last_tree = prev.tree
-        load = TreeLoader(store, result.trees)
+        load.cache.update(result.trees)
+        stats = result.stats.to_json()
+        if plan.quick:
+            stats = dirtymod.merge_stats(project.root, _json(state["last_stats"]), stats, result.listed or [])
         segment: list[ChangeRow] = []
         if last_tree is not None and last_tree != result.root:
             segment = change_rows(list(diff_trees(load, last_tree, result.root)))
-            attribute_segment(project, segment, last_ns, forced)
+            attribute_segment(project, segment, last_ns, forced, plan.events)
         segment += extra or []
         cp = None
         settings = None
@@ -175,7 +238,7 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             cp = Checkpoint(project_id=project.id, number=0, kind=kind, created_at=iso(created),
                             created_ns=created, tree=result.root, message=message, git_head=head,
                             git_branch=branch, restore_target=restore_target,
-                            stats=result.stats.to_json(), **(meta or {}))
+                            stats=stats, **(meta or {}))
         rows: list[ChangeRow] = []
         if cp is not None and prev is not None:
             pairs = list(diff_trees(load, prev.tree, result.root))
@@ -197,9 +260,26 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                     catalog.insert_changes(project.id, prev.number, rows)
                 if settings is not None:
                     enforce(catalog, project.id, settings, cp.created_ns)
-            catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed)
-            catalog.set_state(project.id, result.root, stamp)
+            catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed,
+                                     result.removed_prefixes)
+            counts = {"quick_scans": state["quick_scans"] + 1} if plan.quick else \
+                {"full_scans": state["full_scans"] + 1}
+            if plan.reason:
+                counts.update(fallbacks=state["fallbacks"] + 1, fallback=plan.reason, fallback_ns=stamp)
+            catalog.set_state(project.id, result.root, stamp, scan_start_ns=scan_start,
+                              consumed_seq=plan.upto, last_stats=json.dumps(stats), **counts)
+            catalog.db.execute("DELETE FROM watch_events WHERE project_id=? AND seq<=?", (project.id, plan.upto))
+        if plan.reason:
+            from .log import log
+            log(f"{project.root}: full scan: {plan.reason}")
         return cp, result, stamp
+
+
+def _json(text: str | None) -> dict | None:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
 
 
 def capture(project: Project, kind: str, **kw) -> tuple[Checkpoint, ScanResult]:

@@ -15,6 +15,7 @@ def _isolate(tmp_path_factory, monkeypatch):
     home.mkdir()
     monkeypatch.setenv("REWIND_HOME", str(base / "rewind-home"))
     monkeypatch.setenv("REWIND_TESTING", "1")
+    monkeypatch.setenv("REWIND_WATCH", "0")      # tests that want the watcher turn it on
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))

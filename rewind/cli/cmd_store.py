@@ -11,13 +11,14 @@ from .. import render
 from ..check import verify
 from ..project import open_catalog, open_project
 from ..snapshot import capture
+from .cmd_watch import print_watcher, watcher_view
 from .common import project_for, project_settings, report_recovery
 
 
 def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
     project = project_for(project_dir, create=True)
     try:
-        cp, result = capture(project, "manual", message=message)
+        cp, result = capture(project, "manual", message=message, full=True)
         st = result.stats
         render.out(f"Saved checkpoint {cp.number} of {project.root}: {st.files} files, "
                    f"{st.symlinks} symlinks, {st.dirs} dirs ({st.hashed} read, the rest unchanged).")
@@ -112,12 +113,13 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
         settings = project_settings(project)
         usage = gcmod.usage(home, catalog, [project.id], sizes)
         row = _project_row(catalog, project.id, project.root, usage)
+        watch = watcher_view(project)
         project.close()
         if settings is not None:
             row["ring_size"], row["retention_days"] = settings.ring_size, settings.retention_days
             row["settings_from"] = list(settings.sources)
         if as_json:
-            render.emit_json({**row, "store": store, "last_gc": last})
+            render.emit_json({**row, "store": store, "last_gc": last, "watcher": watch})
             return
         newest = (f" (newest {row['newest']}, {render.age(row['newest_at'])}; oldest {row['oldest']})"
                   if row["newest"] is not None else "")
@@ -128,6 +130,7 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
             render.out(f"keeps:       the newest {settings.ring_size}, none older than "
                        f"{settings.retention_days:g} days ({src})")
         render.out(f"content:     {row['objects']:,} objects, {render.human_size(row['bytes'])} for this project")
+        print_watcher(watch)
         _print_store(store, last)
     finally:
         catalog.close()

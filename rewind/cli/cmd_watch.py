@@ -1,0 +1,114 @@
+"""rewind watch."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import typer
+
+from .. import render
+from .common import project_for
+
+
+def watcher_view(project) -> dict:
+    """The watcher's state and the scans the hooks made, for `watch --status` and `status`."""
+    from .. import watcher
+    row = project.catalog.watcher(project.id)
+    live = watcher.running(project.home, project.catalog, project.id)
+    st = project.catalog.scan_state(project.id)
+    out = {"running": live is not None, "pid": live["pid"] if live else None,
+           "since": _iso(live["started_ns"]) if live else None,
+           "directories": live["dirs"] if live else 0, "events": live["events"] if live else 0,
+           "background": bool(live["background"]) if live else None,
+           "problem": watcher.healthy(live) if live else None,
+           "stopped": ({"at": _iso(row["stopped_ns"]), "reason": row["stop_reason"]}
+                       if row and row["stopped_ns"] else None),
+           "died": bool(row and not row["stopped_ns"] and live is None),
+           "quick_scans": st["quick_scans"] or 0, "full_scans": st["full_scans"] or 0,
+           "fallbacks": st["fallbacks"] or 0,
+           "last_fallback": ({"reason": st["fallback"], "at": _iso(st["fallback_ns"])}
+                             if st["fallback"] else None)}
+    return out
+
+
+def _iso(ns: int | None) -> str | None:
+    from ..clock import iso
+    return iso(ns) if ns else None
+
+
+def print_watcher(view: dict) -> None:
+    if view["running"]:
+        state = f"running (pid {view['pid']}, since {render.age(view['since'])}, " \
+                f"{view['directories']:,} directories watched, {view['events']:,} events)"
+        if view["problem"]:
+            state += f"; not trusted: {view['problem']}"
+    elif view["died"]:
+        state = "not running: it died without stopping (the next prompt starts it again)"
+    elif view["stopped"]:
+        state = f"not running (stopped {render.age(view['stopped']['at'])}: {view['stopped']['reason']})"
+    else:
+        state = "not running (`rewind watch` starts it; agent sessions start it by themselves)"
+    render.out(f"watcher:     {state}")
+    scans = f"{view['quick_scans']:,} quick, {view['full_scans']:,} full"
+    if view["fallbacks"]:
+        last = view["last_fallback"]
+        scans += f"; {view['fallbacks']:,} fell back to a full scan (last {render.age(last['at'])}: {last['reason']})"
+    render.out(f"scans:       {scans}")
+
+
+def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bool, background: bool,
+               idle_minutes: Optional[float]) -> int:
+    from .. import config, watcher
+    project = project_for(project_dir, create=not (stop or status))
+    try:
+        if status:
+            view = watcher_view(project)
+            if as_json:
+                render.emit_json({"project": project.root, **view})
+            else:
+                render.out(f"project:     {project.root}")
+                print_watcher(view)
+            return 0
+        if stop:
+            was = watcher.stop(project.home, project.catalog, project.id, wait_s=5.0)
+            render.out(f"stopped the watcher of {project.root}" if was
+                       else f"no watcher runs for {project.root}")
+            return 0
+        root, pid = project.root, project.id
+    finally:
+        project.close()
+    idle_s = idle_minutes * 60 if idle_minutes is not None else None
+    if background and idle_s is None:
+        settings = config.load_quietly(root)
+        idle_s = (settings.watch_idle_minutes if settings else 30.0) * 60
+
+    def ready(dirs: int) -> None:
+        if not background:
+            render.out(f"watching {root} ({dirs:,} directories); Ctrl-C stops")
+
+    started = time.monotonic()
+    code = watcher.serve(root, pid, background, idle_s, on_ready=ready)
+    if code == 1:
+        if not background:
+            render.err(f"a watcher already runs for {root} (`rewind watch --status` shows it)")
+        return 0 if background else 1
+    if not background:
+        render.out(f"stopped after {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("watch")
+    def watch_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
+                  stop: bool = typer.Option(False, "--stop", help="Stop the project's watcher."),
+                  status: bool = typer.Option(False, "--status", help="Whether it runs, and the scans it saved."),
+                  as_json: bool = typer.Option(False, "--json", help="With --status: JSON on stdout."),
+                  background: bool = typer.Option(False, "--background", hidden=True),
+                  idle_minutes: Optional[float] = typer.Option(None, "--idle-minutes", min=0.001,
+                                                               help="Exit after this long without a hook.")):
+        """Watch the project's files: exact attribution, and hooks that only look at what changed."""
+        if stop and status:
+            from ..errors import UsageError
+            raise UsageError("--stop and --status go alone")
+        raise typer.Exit(watch_impl(project, stop, status, as_json, background, idle_minutes))

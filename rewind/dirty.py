@@ -1,0 +1,100 @@
+"""What a scan must look at: the watcher's dirty set when its word can be taken, else the
+whole tree (and why). See watcher.py for the protocol; this is the hooks' side of it."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from . import watcher
+from .project import Project
+
+COOKIE_TIMEOUT_S = 0.5
+ANCHOR = "r"        # an event kind that makes the next scan read everything
+
+
+@dataclass
+class ScanPlan:
+    quick: bool                          # True: only the dirty set; False: the whole tree
+    reason: str | None                   # why the whole tree although a watcher was expected
+    dirty: dict[str, str]                # path -> "m" | "c"
+    upto: int                            # watcher events consumed up to this seq
+    events: dict[str, tuple[str, int, str | None]] | None   # path -> (kind, time, writer)
+
+
+def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
+    """Create a cookie and wait until the watcher wrote it back: every event before it is
+    then in the catalog. Returns the seq the watcher had reached, or None."""
+    name = f"{watcher.COOKIE_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
+    path = os.path.join(project.root, name)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    os.close(fd)
+    db = project.catalog.db
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.0003
+        while True:
+            row = db.execute("SELECT seq FROM watch_cookies WHERE name=?", (name,)).fetchone()
+            if row is not None:
+                db.execute("DELETE FROM watch_cookies WHERE name=?", (name,))
+                return row[0]
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.005)
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
+    """Inside the project lock: how the next scan goes."""
+    cat = project.catalog
+    if force_full:
+        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
+    row = cat.watcher(project.id)
+    if row is None or row["stopped_ns"] is not None:
+        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
+
+    def full(reason: str) -> ScanPlan:
+        return ScanPlan(False, reason, {}, cat.last_event_seq(project.id), None)
+
+    why = watcher.healthy(row)
+    if why is None and watcher.running(project.home, cat, project.id) is None:
+        why = "the watcher is not running"
+    if why is not None:
+        return full(why)
+    if not state.get("last_tree") or (state.get("scan_start_ns") or 0) < row["ready_ns"]:
+        return full("the first scan since the watcher started")
+    upto = sync(project)
+    if upto is None:
+        return full(f"the watcher did not answer within {COOKIE_TIMEOUT_S:g} s")
+    dirty: dict[str, str] = {}
+    events: dict[str, tuple[str, int, str | None]] = {}
+    for path, kind, ts, writer in cat.events(project.id, state.get("consumed_seq") or 0, upto):
+        if kind == ANCHOR:
+            reason = ("events were lost (inotify queue overflow or watch limit)" if path == ""
+                      else f"an ignore file changed ({path})")
+            return ScanPlan(False, reason, {}, upto, None)
+        if kind == "c" or path not in dirty:
+            dirty[path] = kind
+        events[path] = (dirty[path], ts, writer)
+    return ScanPlan(True, None, dirty, upto, events)
+
+
+def merge_stats(root: str, prev: dict | None, new: dict, listed: list[str]) -> dict:
+    """A quick scan's skip lists: the new ones for the directories it listed, the previous
+    scan's for everything it did not look at."""
+    listed_set = set(listed)
+    out = {"mode": "quick", "listed_dirs": len(listed)}
+    for key in ("large", "unreadable", "special", "changing"):
+        kept = [p for p in (prev or {}).get(key, []) if p.rpartition("/")[0] not in listed_set
+                and os.path.lexists(os.path.join(root, p))]
+        out[key] = sorted(set(kept) | set(new.get(key, [])))[:100]
+    return out
