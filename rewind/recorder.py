@@ -144,6 +144,7 @@ def _shell(project: Project, ev: Event) -> str:
                        " command, opened_ns, agent_pid) VALUES (?,?,?,?,?,?,?,?,?,?)",
                        (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool, "bash",
                         ev.command, stamp, agent_pid()))
+        _tell_watcher(project)
         return "shell window opened"
     record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
     with project.catalog.transaction():
@@ -152,6 +153,14 @@ def _shell(project: Project, ev: Event) -> str:
             db.execute("UPDATE windows SET closed_ns=?, failed=? WHERE id=?",
                        (time.time_ns(), int(ev.failed), wid))
     return "shell window closed"
+
+
+def _tell_watcher(project: Project) -> None:
+    """A cookie round trip after opening a shell window: the watcher knows of the window
+    (and looks for its command's processes) before the agent starts the command."""
+    from . import dirty, watcher
+    if watcher.healthy(watcher.running(project.home, project.catalog, project.id)) is None:
+        dirty.sync(project, timeout=0.2)
 
 
 def _find_window(project: Project, ev: Event, kind: str) -> int | None:

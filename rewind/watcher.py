@@ -215,6 +215,7 @@ class Watcher:
             name = rel.rpartition("/")[2]
             if name.startswith(COOKIE_PREFIX) and "/" not in rel:
                 if kind == "c":
+                    self.refresh_windows()       # a hook may have just opened a shell window
                     self.flush(cookie=name)
                 continue
             if self.rules.ignored(rel, event.is_directory):
@@ -232,6 +233,13 @@ class Watcher:
             writer = self.commands.writer_hint()
             with self.lock:
                 self.pending.append((rel, kind, now, writer))
+
+    def refresh_windows(self) -> None:
+        self.commands.set_windows(self.catalog.db.execute(
+            "SELECT id, agent_pid, opened_ns FROM windows WHERE project_id=? AND kind='bash' "
+            "AND closed_ns IS NULL", (self.project_id,)).fetchall())
+        if self.commands.active:
+            self.commands.poll()
 
     def flush(self, cookie: str | None = None) -> None:
         """Write the pending events (and a cookie's answer after them): under flush_lock, so
@@ -323,10 +331,8 @@ class Watcher:
             while not self.stop_event.wait(COMMAND_POLL_S if self.commands.active else FLUSH_S):
                 if time.monotonic() >= next_windows:
                     next_windows = time.monotonic() + 0.1
-                    self.commands.set_windows(self.catalog.db.execute(
-                        "SELECT id, agent_pid, opened_ns FROM windows WHERE project_id=? AND kind='bash' "
-                        "AND closed_ns IS NULL", (self.project_id,)).fetchall())
-                if self.commands.active:
+                    self.refresh_windows()
+                elif self.commands.active:
                     self.commands.poll()
                 self.flush()
                 if time.monotonic() >= next_beat:

@@ -1,0 +1,269 @@
+"""The watcher, with the real watchdog observer and real hook processes: attribution by
+time, quick scans, falling back when it cannot be trusted, and no process left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import REWIND, project, run_rewind, write
+from rewind.catalog import Catalog
+from rewind.replay import bundled_session, fill
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
+
+SESSION = bundled_session()
+
+
+def payload(event: str, root: Path, tool: str | None = None, session: str = "s-watch", **tool_input) -> dict:
+    """A captured payload of this event (and tool), with our paths and tool input."""
+    p = next(x for x in SESSION if x["hook_event_name"] == event and (tool is None or x.get("tool_name") == tool))
+    p = fill(p, str(root), session, str(root.parent / "cc"))
+    if tool_input:
+        p["tool_input"] = {**p["tool_input"], **tool_input}
+        if "tool_use_id" in p:
+            p["tool_use_id"] = f"toolu_{time.monotonic_ns()}"
+    return p
+
+
+def hook(p: dict, root: Path, **env) -> None:
+    proc = subprocess.run([*REWIND, "hook", "claude"], input=json.dumps(p), capture_output=True, text=True,
+                          cwd=root, env={**os.environ, "CLAUDE_PROJECT_DIR": str(root), "REWIND_WATCH": "1",
+                                         **env}, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "", proc
+
+
+def tool_pair(root: Path, tool: str, **tool_input) -> tuple[dict, dict]:
+    pre = payload("PreToolUse", root, tool, **tool_input)
+    post = payload("PostToolUse", root, tool)
+    post["tool_input"], post["tool_use_id"] = pre["tool_input"], pre["tool_use_id"]
+    return pre, post
+
+
+def state(root: Path) -> tuple[dict | None, dict]:
+    cat = Catalog(os.environ["REWIND_HOME"])
+    try:
+        pid = cat.project_id(str(root), create=False)
+        return (cat.watcher(pid), cat.scan_state(pid)) if pid else (None, {})
+    finally:
+        cat.close()
+
+
+def wait_ready(root: Path, timeout: float = 20) -> dict:
+    """Until the watcher watches and its first scan is in: the next hook scans quickly."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row, st = state(root)
+        if row and row["ready_ns"] and (st.get("scan_start_ns") or 0) >= row["ready_ns"]:
+            return row
+        time.sleep(0.05)
+    raise AssertionError(f"watcher of {root} not ready: {state(root)}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:   # a zombie is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pid: int, timeout: float = 15) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def changes(root: Path, number: int) -> dict[str, dict]:
+    out = json.loads(run_rewind("show", str(number), "--json", cwd=root, check=0).stdout)
+    return {c["path"]: c for c in out["changes"]}
+
+
+@pytest.fixture
+def session(tmp_path):
+    """A project whose session started the watcher; ended (and checked) afterwards."""
+    root = tmp_path / "proj"
+    for i in range(20):
+        write(root, f"src/m{i}.py", f"x = {i}\n")
+    write(root, ".gitignore", "node_modules/\n")
+    write(root, "node_modules/pkg/index.js", "ignored")
+    hook(payload("SessionStart", root), root)
+    row = wait_ready(root)
+    yield root, row
+    hook(payload("SessionEnd", root), root)
+    assert wait_gone(row["pid"]), "the watcher outlived SessionEnd"
+
+
+def test_changes_are_placed_in_time_against_the_tool_windows(session):
+    root, row = session
+    hook(payload("UserPromptSubmit", root), root)                       # checkpoint 1
+    pre, post = tool_pair(root, "Bash", command="sleep 0.5; echo built > out.txt")
+    hook(pre, root)
+    # the command waits for permission: the person edits in the meantime
+    write(root, "notes.txt", "typed while Claude asked for permission")
+    time.sleep(0.3)
+    subprocess.run(pre["tool_input"]["command"], shell=True, cwd=root, check=True)   # the command runs
+    hook(post, root)
+    wpre, wpost = tool_pair(root, "Write", file_path=str(root / "src/m1.py"), content="x = 'tool'\n")
+    hook(wpre, root)
+    (root / "src/m1.py").write_text("x = 'tool'\n")                   # the Write tool
+    write(root, "src/m2.py", "an editor saves another file during the Write")
+    hook(wpost, root)
+    write(root, "later.txt", "after every tool, before the next prompt")
+    hook(payload("UserPromptSubmit", root), root)                       # checkpoint 2
+    got = changes(root, 1)
+    assert got["out.txt"]["source"] == "bash" and "echo built" in got["out.txt"]["command"]
+    assert got["notes.txt"]["source"] == "external"
+    assert got["src/m1.py"]["source"] == "tool" and got["src/m1.py"]["tool"] == "Write"
+    assert got["src/m2.py"]["source"] == "external"
+    assert got["later.txt"]["source"] == "external"
+    _, st = state(root)
+    assert st["quick_scans"] >= 4 and st["fallbacks"] == 0, st
+
+
+def test_the_hooks_scan_only_what_changed_and_build_the_same_tree(session):
+    root, _ = session
+    hook(payload("UserPromptSubmit", root), root)
+    write(root, "src/m3.py", "changed")
+    (root / "src/m4.py").unlink()
+    os.symlink("m5.py", root / "src/link.py")
+    os.makedirs(root / "new/deep")
+    write(root, "new/deep/f.txt", "new")
+    os.rename(root / "src", root / "source")
+    hook(payload("UserPromptSubmit", root), root)
+    _, st = state(root)
+    assert st["fallbacks"] == 0 and st["quick_scans"] >= 2
+    proj = project(root)
+    cps = proj.catalog.checkpoints(proj.id)
+    from rewind.snapshot import working_scan
+    assert cps[0].tree == working_scan(proj).root        # a full scan agrees with the quick one
+    assert json.loads(cps[0].stats and json.dumps(cps[0].stats))["mode"] == "quick"
+    proj.close()
+
+
+def test_sigkill_loses_nothing_and_the_next_hook_says_so(session):
+    root, row = session
+    hook(payload("UserPromptSubmit", root), root)
+    os.kill(row["pid"], signal.SIGKILL)
+    assert wait_gone(row["pid"])
+    write(root, "after_kill.txt", "written while no watcher ran")
+    write(root, "src/m7.py", "changed while no watcher ran")
+    hook(payload("UserPromptSubmit", root), root)        # full scan; and a new watcher starts
+    got = changes(root, 1)
+    assert {"after_kill.txt", "src/m7.py"} <= set(got)
+    _, st = state(root)
+    assert st["fallbacks"] >= 1 and "not running" in st["fallback"]
+    text = run_rewind("status", cwd=root, check=0).stdout
+    assert "fell back to a full scan" in text and "not running" in text
+    new = wait_ready(root)
+    assert new["pid"] != row["pid"]
+    session_row = dict(row)
+    row.update(new)            # the fixture waits for the new one to stop
+    assert session_row["pid"] != row["pid"]
+
+
+def test_lost_events_and_ignore_changes_fall_back_to_a_full_scan(session):
+    root, row = session
+    hook(payload("UserPromptSubmit", root), root)
+    write(root, ".gitignore", "node_modules/\nsrc/m9.py\n")
+    hook(payload("UserPromptSubmit", root), root)
+    _, st = state(root)
+    assert st["fallback"] == "an ignore file changed (.gitignore)"
+    # an inotify queue overflow: the watcher records it as a lost-events marker
+    cat = Catalog(os.environ["REWIND_HOME"])
+    pid = cat.project_id(str(root), create=False)
+    with cat.transaction():
+        cat.db.execute("INSERT INTO watch_events(project_id, path, kind, ts) VALUES (?, x'', 'r', ?)",
+                       (pid, time.time_ns()))
+    cat.close()
+    write(root, "src/m8.py", "changed")
+    hook(payload("UserPromptSubmit", root), root)
+    _, st = state(root)
+    assert "events were lost" in st["fallback"]
+    assert "src/m8.py" in changes(root, 2)
+
+
+def test_ignored_directories_are_not_watched(session):
+    root, row = session
+    dirs = state(root)[0]["dirs"]
+    assert dirs == 2          # the root and src; not node_modules or node_modules/pkg
+    for i in range(50):
+        write(root, f"node_modules/pkg/f{i}.js", "ignored")
+    time.sleep(0.3)
+    cat = Catalog(os.environ["REWIND_HOME"])
+    rows = cat.db.execute("SELECT path FROM watch_events").fetchall()
+    cat.close()
+    assert not any(p.startswith(b"node_modules") for (p,) in rows)
+
+
+def test_the_watcher_exits_when_idle(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    write(root, ".rewind.toml", "watch_idle_minutes = 0.03\n")   # ~2 s
+    hook(payload("SessionStart", root), root)
+    row = wait_ready(root)
+    assert wait_gone(row["pid"], timeout=20)
+    assert state(root)[0]["stop_reason"] == "idle"
+
+
+def test_two_projects_watched_at_once_do_not_mix(tmp_path):
+    roots = [tmp_path / "a", tmp_path / "b"]
+    rows = []
+    for r in roots:
+        write(r, "f.txt", r.name)
+        hook(payload("SessionStart", r, session=f"s-{r.name}"), r)
+    for r in roots:
+        rows.append(wait_ready(r))
+    try:
+        assert rows[0]["pid"] != rows[1]["pid"]
+        for r in roots:
+            hook(payload("UserPromptSubmit", r, session=f"s-{r.name}"), r)
+        write(roots[0], "only_a.txt", "a")
+        write(roots[1], "only_b.txt", "b")
+        for r in roots:
+            hook(payload("UserPromptSubmit", r, session=f"s-{r.name}"), r)
+        assert set(changes(roots[0], 1)) == {"only_a.txt"}
+        assert set(changes(roots[1], 1)) == {"only_b.txt"}
+        for r in roots:
+            assert state(r)[1]["fallbacks"] == 0
+    finally:
+        for r in roots:
+            hook(payload("SessionEnd", r, session=f"s-{r.name}"), r)
+    assert all(wait_gone(r["pid"]) for r in rows)
+
+
+def test_watch_in_the_foreground_and_its_controls(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    run_rewind("save", cwd=root, check=0)
+    env = {**os.environ, "REWIND_WATCH": "0"}
+    proc = subprocess.Popen([*REWIND, "watch"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        wait_ready(root)
+        st = json.loads(run_rewind("watch", "--status", "--json", cwd=root, check=0).stdout)
+        assert st["running"] and st["pid"] == proc.pid and st["directories"] == 1
+        second = run_rewind("watch", cwd=root)
+        assert second.returncode == 1 and "already runs" in second.stderr
+        assert "stopped the watcher" in run_rewind("watch", "--stop", cwd=root, check=0).stdout
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = proc.stdout.read()
+    assert "watching" in out and "stopped" in out
+    st = json.loads(run_rewind("watch", "--status", "--json", cwd=root, check=0).stdout)
+    assert not st["running"] and st["stopped"]["reason"] == "stopped"
