@@ -68,10 +68,12 @@ def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
     why = watcher.healthy(row)
     if why is None and watcher.running(project.home, cat, project.id) is None:
         why = "the watcher is not running"
+    if why == watcher.STARTING or (why is None and (
+            not state.get("last_tree") or (state.get("scan_start_ns") or 0) < row["ready_ns"])):
+        # warming up: this full scan is the base the watcher's events build on (no fallback)
+        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
     if why is not None:
         return full(why)
-    if not state.get("last_tree") or (state.get("scan_start_ns") or 0) < row["ready_ns"]:
-        return full("the first scan since the watcher started")
     upto = sync(project)
     if upto is None:
         return full(f"the watcher did not answer within {COOKIE_TIMEOUT_S:g} s")

@@ -36,6 +36,7 @@ STALE_S = 5.0                    # a heartbeat older than this: the watcher is g
 FLUSH_S = 0.05
 COMMAND_POLL_S = 0.01            # while a shell window is open: is its command running?
 DEFAULT_IDLE_MINUTES = 30.0
+STARTING = "the watcher is still starting"
 
 
 def lock_name(project_id: int) -> str:
@@ -422,7 +423,7 @@ def healthy(row: dict | None) -> str | None:
     if time.time_ns() - row["heartbeat_ns"] > STALE_S * 1e9:
         return "the watcher's heartbeat is stale"
     if row["ready_ns"] is None:
-        return "the watcher is still starting"
+        return STARTING
     if row["limit_hit"]:
         return "the inotify watch limit was reached"
     return None

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not HARNESS.exists(), reason="../shared/realclient is not beside this checkout")]
 
 
-def _run(tmp_path, scenario, mode, events=True):
+def _run(tmp_path, scenario, mode, events=True, watch="0"):
     proj = tmp_path / "proj"
     hook = " ".join(REWIND) + " hook claude"
     r = subprocess.run([sys.executable, str(HARNESS / "run_session.py"), "--claude", CLAUDE,
@@ -31,13 +31,14 @@ def _run(tmp_path, scenario, mode, events=True):
                        + (["--events", "SessionStart,UserPromptSubmit,PreToolUse,PostToolUse,Stop,SessionEnd"]
                           if events else []),
                        capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, IS_SANDBOX="1"))
+                       env=dict(os.environ, IS_SANDBOX="1", REWIND_WATCH=watch))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return proj
 
 
-def test_a_real_claude_code_session_is_recorded_attributed_and_rewindable(tmp_path):
-    proj = _run(tmp_path, "scenario.json", "stream")
+@pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
+def test_a_real_claude_code_session_is_recorded_attributed_and_rewindable(tmp_path, watch):
+    proj = _run(tmp_path, "scenario.json", "stream", watch=watch)
     cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
     assert [c["kind"] for c in cps] == ["prompt"] * 3
     assert cps[-1]["prompt"].startswith("Create the app skeleton")
@@ -54,6 +55,10 @@ def test_a_real_claude_code_session_is_recorded_attributed_and_rewindable(tmp_pa
     assert fingerprint(proj, skip=(".git", ".claude")) == final
     log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
     assert not log.exists(), log.read_text()
+    if watch == "1":
+        status = json.loads(run_rewind("status", "--json", cwd=proj, check=0).stdout)["watcher"]
+        assert status["quick_scans"] > 0 and status["fallbacks"] == 0, status
+        assert not status["running"] and status["stopped"]["reason"] == "stopped"   # by SessionEnd
 
 
 def test_a_failing_command_that_changed_files_is_attributed_to_it(tmp_path):
