@@ -531,7 +531,7 @@ class Catalog:
         are never reused, also after a forget). Returns the checkpoints removed."""
         n = self.count(project_id)
         for table in ("checkpoints", "changes", "observations", "preimages", "restores", "windows",
-                      "sessions", "project_state", "statcache"):
+                      "sessions", "project_state", "statcache", "watch_events", "watch_cookies"):
             self.db.execute(f"DELETE FROM {table} WHERE project_id=?", (project_id,))
         return n
 

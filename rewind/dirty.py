@@ -59,7 +59,7 @@ def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
     if force_full:
         return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
     row = cat.watcher(project.id)
-    if row is None or row["stopped_ns"] is not None:
+    if row is None or row["stopped_ns"] is not None or os.environ.get("REWIND_WATCH") == "0":
         return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
 
     def full(reason: str) -> ScanPlan:
