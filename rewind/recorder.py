@@ -128,11 +128,36 @@ def _dispatch(project: Project, ev: Event) -> str:
         record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
         _close_windows(project, ev, ev.stop_scope)
         return "turn closed"
-    if ev.tool in SHELL_TOOLS:
+    if ev.kind == "file_edited":
+        return _edited(project, ev)
+    if ev.tool_kind == "shell" or ev.tool in SHELL_TOOLS:
         return _shell(project, ev)
-    if ev.tool in EDIT_TOOLS:
+    if ev.tool_kind == "edit" or ev.tool in EDIT_TOOLS:
         return _edit(project, ev)
     return "nothing to do"
+
+
+def _edited(project: Project, ev: Event) -> str:
+    """An agent that reports an edit only after it (Cursor's afterFileEdit): a tool window
+    from the last scan until now, closed, with the hash of what the file holds now. The
+    pre-image is the last scan's (or the watcher's)."""
+    db, catalog = project.catalog.db, project.catalog
+    now = time.time_ns()
+    since = catalog.state(project.id)[1] or now - 60 * 10**9
+    notes = []
+    for raw in ev.targets[:20]:
+        full, rel, flags = _target(project, ev, raw)
+        if rel is None or "ignored" in flags:
+            notes.append(f"{raw}: {','.join(flags)}")
+            continue
+        data = _read_regular(full)
+        with catalog.transaction():
+            db.execute("INSERT INTO windows(project_id, agent, session_id, tool_use_id, tool, kind, target,"
+                       " opened_ns, closed_ns, post_oid) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (project.id, ev.agent, ev.session_id, ev.tool_use_id, ev.tool, "tool",
+                        os.fsencode(rel), min(since, now), now, digest_of(data) if data is not None else ""))
+        notes.append(f"{rel}: edited")
+    return "; ".join(notes) or "no target"
 
 
 def _shell(project: Project, ev: Event) -> str:
@@ -163,8 +188,17 @@ def _tell_watcher(project: Project) -> None:
         dirty.sync(project, timeout=0.2)
 
 
-def _find_window(project: Project, ev: Event, kind: str) -> int | None:
+def _find_window(project: Project, ev: Event, kind: str, target: str | None = None) -> int | None:
+    """The open window this Post event closes: by tool-use id, else (agents without ids)
+    the oldest open one of the session, on the same target for an edit tool."""
     db = project.catalog.db
+    if target is not None:    # one tool call may edit several files (Codex's apply_patch)
+        row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND session_id=? AND target=? "
+                         "AND closed_ns IS NULL AND (? IS NULL OR tool_use_id=?) ORDER BY id LIMIT 1",
+                         (project.id, kind, ev.session_id, os.fsencode(target), ev.tool_use_id,
+                          ev.tool_use_id)).fetchone()
+        if row:
+            return row[0]
     if ev.tool_use_id:
         row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND tool_use_id=? AND "
                          "closed_ns IS NULL ORDER BY id DESC LIMIT 1",
@@ -264,7 +298,7 @@ def _edit(project: Project, ev: Event) -> str:
             data = _read_regular(full)
             post = digest_of(data) if data is not None else ""
             with catalog.transaction():
-                wid = _find_window(project, ev, "tool")
+                wid = _find_window(project, ev, "tool", rel)
                 if wid is not None:
                     db.execute("UPDATE windows SET closed_ns=?, post_oid=?, failed=? WHERE id=?",
                                (time.time_ns(), post, int(ev.failed), wid))

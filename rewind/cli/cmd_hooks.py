@@ -25,49 +25,68 @@ def _root(project_dir: Optional[str]) -> str:
     return resolve_root(project_dir or os.getcwd())
 
 
+def _scope(mod, scope: Optional[str]) -> str:
+    scopes = getattr(mod, "SCOPES", ())
+    if not scopes:
+        raise UsageError(f"nothing to install for {mod.AGENT}: its own configuration runs `rewind hook {mod.AGENT}`")
+    scope = scope or scopes[0]
+    if scope not in scopes:
+        raise UsageError(f"--scope for {mod.AGENT} is one of {', '.join(scopes)}")
+    return scope
+
+
+AGENTS_HELP = "claude, gemini, codex, cursor (generic: see the README)"
+
+
 def register(app: typer.Typer) -> None:
     hooks_app = typer.Typer(help="Install rewind's hooks into an agent's settings.", no_args_is_help=True)
 
     @hooks_app.command("install")
-    def install_cmd(agent: str = typer.Argument(..., help="claude"),
-                    scope: str = typer.Option("local", "--scope", help="project (.claude/settings.json), local (.claude/settings.local.json) or user (~/.claude/settings.json)."),
+    def install_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP),
+                    scope: Optional[str] = typer.Option(None, "--scope", help="claude: local (default), project or user; gemini, cursor: project (default) or user; codex: user (default) or project."),
                     project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
         """Merge rewind's hook entries into the agent's settings (idempotent; a backup is kept)."""
         mod = _adapter(agent)
-        if scope not in ("project", "local", "user"):
-            raise UsageError("--scope must be project, local or user")
+        scope = _scope(mod, scope)
         path = mod.settings_path(scope, _root(project))
-        command = installer.install(path, agent, mod.HOOK_EVENTS)
+        command = installer.install(path, agent, mod.HOOK_EVENTS, flat=getattr(mod, "FLAT", False),
+                                    top=getattr(mod, "TOP", None))
+        notes = mod.after_install(path, scope) if hasattr(mod, "after_install") else []
         render.out(f"Installed rewind's {agent} hooks in {path}")
         render.out(f"  command: {command}")
+        for note in notes:
+            render.out(f"  {note}")
         render.out("  every prompt now takes a checkpoint; `rewind list` shows them.")
 
     @hooks_app.command("uninstall")
-    def uninstall_cmd(agent: str = typer.Argument(..., help="claude"),
-                      scope: str = typer.Option("local", "--scope", help="project, local or user."),
+    def uninstall_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP),
+                      scope: Optional[str] = typer.Option(None, "--scope", help="As for install."),
                       project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
         """Take rewind's entries out of the agent's settings, leaving everything else."""
         mod = _adapter(agent)
+        scope = _scope(mod, scope)
         path = mod.settings_path(scope, _root(project))
-        if installer.uninstall(path, agent):
-            render.out(f"Removed rewind's {agent} hooks from {path}")
-        else:
-            render.out(f"No rewind hooks in {path}")
+        removed = installer.uninstall(path, agent)
+        if hasattr(mod, "after_uninstall"):
+            mod.after_uninstall(path, scope)
+        render.out(f"Removed rewind's {agent} hooks from {path}" if removed else f"No rewind hooks in {path}")
 
     @hooks_app.command("status")
-    def status_cmd(agent: str = typer.Argument(..., help="claude"),
+    def status_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP),
                    project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
                    as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):
         """Where rewind's hooks are installed for AGENT, and whether their command resolves."""
         mod = _adapter(agent)
         rows = []
-        for scope in ("project", "local", "user"):
+        for scope in getattr(mod, "SCOPES", ()):
             st = installer.status(mod.settings_path(scope, _root(project)), agent)
             st["scope"] = scope
             rows.append(st)
         if as_json:
             render.emit_json(rows)
             return
+        if not rows:
+            render.out(f"{agent}: nothing to install; the agent's own configuration runs `rewind hook {agent}`")
         for st in rows:
             state = "installed" if st["installed"] else ("error: " + st["error"] if st.get("error") else "not installed")
             render.out(f"{st['scope']:<8} {state:<14} {st['path']}")
@@ -78,7 +97,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(hooks_app, name="hooks")
 
     @app.command("hook", hidden=False)
-    def hook_cmd(agent: str = typer.Argument(..., help="claude")):
+    def hook_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP + ", generic")):
         """Run by the agent with its hook payload on stdin. Always exits 0, prints nothing."""
         from ..hooks.entry import run_hook
         raise typer.Exit(run_hook([agent]))

@@ -2,4 +2,8 @@
 
 ADAPTERS = {
     "claude": "rewind.hooks.claude",
+    "gemini": "rewind.hooks.gemini",
+    "codex": "rewind.hooks.codex",
+    "cursor": "rewind.hooks.cursor",
+    "generic": "rewind.hooks.generic",
 }

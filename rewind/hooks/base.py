@@ -20,6 +20,7 @@ class Event:
     prompt_source: str | None = None
     transcript_path: str | None = None
     tool: str | None = None
+    tool_kind: str | None = None    # "edit" or "shell": what the recorder does with the tool
     tool_use_id: str | None = None
     command: str | None = None      # shell command
     targets: list[str] = field(default_factory=list)   # edit-tool target paths as given

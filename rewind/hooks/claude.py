@@ -88,6 +88,9 @@ HOOK_EVENTS = [
 ]
 
 
+SCOPES = ("local", "project", "user")
+
+
 def settings_path(scope: str, project_root: str) -> str:
     if scope == "project":
         return os.path.join(project_root, ".claude", "settings.json")

@@ -68,6 +68,8 @@ def _strip(settings: dict, agent: str) -> dict:
                 if not inner and group["hooks"]:
                     continue
                 group = dict(group, hooks=inner)
+            elif _is_ours(group, agent):     # a flat list of handlers (Cursor's hooks.json)
+                continue
             kept.append(group)
         if kept:
             hooks[event] = kept
@@ -78,7 +80,11 @@ def _strip(settings: dict, agent: str) -> dict:
     return settings
 
 
-def install(path: str, agent: str, events: list[tuple[str, str | None, int]]) -> str:
+def install(path: str, agent: str, events: list[tuple[str, str | None, int | None]], flat: bool = False,
+            top: dict | None = None) -> str:
+    """Merge our entries in: `event -> [{matcher, hooks: [handler]}]` (Claude Code, Gemini,
+    Codex), or with `flat`, `event -> [handler]` (Cursor). `top`: keys the file needs
+    (Cursor's "version"), set only when absent."""
     settings, raw = _load(path)
     backup = path + ".rewind-backup"
     if raw is not None and not os.path.exists(backup):
@@ -88,11 +94,16 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int]]) ->
     if not isinstance(hooks, dict):
         raise RewindError(f"{path}: \"hooks\" is not an object; not touching it")
     command = hook_command(agent)
+    for key, value in (top or {}).items():
+        settings.setdefault(key, value)
     for event, matcher, timeout in events:
-        group: dict = {}
-        if matcher is not None:
-            group["matcher"] = matcher
-        group["hooks"] = [{"type": "command", "command": command, "timeout": timeout}]
+        handler: dict = {"command": command} if flat else {"type": "command", "command": command}
+        if timeout is not None:
+            handler["timeout"] = timeout
+        group: dict = handler
+        if not flat:
+            group = {"matcher": matcher} if matcher is not None else {}
+            group["hooks"] = [handler]
         existing = hooks.get(event)
         hooks[event] = (existing if isinstance(existing, list) else []) + [group]
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -130,7 +141,8 @@ def status(path: str, agent: str) -> dict:
     hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
     for event, groups in hooks.items():
         for group in groups if isinstance(groups, list) else []:
-            for h in (group.get("hooks") or []) if isinstance(group, dict) else []:
+            handlers = (group.get("hooks") or []) if isinstance(group, dict) and "hooks" in group else [group]
+            for h in handlers:
                 if _is_ours(h, agent):
                     events.append(event)
                     commands.add(h["command"])
