@@ -139,7 +139,7 @@ def main() -> int:
         total = store[2] + cat[2]
         print(f"{'rewind total':34}{store[0] + cat[0]:8d} {human(store[1] + cat[1])} {human(total)} "
               f"{total / sh[2]:7.2f}")
-        print(f"(ratio: allocated bytes / the packed shadow repository's)")
+        print("(ratio: allocated bytes / the packed shadow repository's)")
         print(f"time: rewind first checkpoint {first_s:.2f} s, {args.prompts} incremental {rewind_s:.2f} s; "
               f"shadow git {args.prompts} add+commit {git_s:.2f} s, git gc {gc_git_s:.2f} s")
     finally:
