@@ -87,10 +87,27 @@ def confirm(yes: bool, question: str) -> None:
         raise Refused("nothing changed")
 
 
-def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str]) -> None:
+def _fork(target, dry_run: bool, root: str) -> None:
+    from ..conversation import fork
+    new_id, path = fork(target, dry_run=dry_run)
+    if dry_run:
+        render.out(f"Would write a conversation that ends before checkpoint {target.number}'s prompt: {path}")
+        return
+    render.out(f"Conversation: a new session {new_id} that ends before checkpoint {target.number}'s prompt "
+               f"(the original transcript is untouched).")
+    render.out(f"  continue it with:  cd {render.display_path(root)} && claude --resume {new_id}")
+
+
+def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "") -> None:
     project = project_for(project_dir)
     try:
         target = resolve_checkpoint(project, spec)
+        if conversation == "only":
+            _fork(target, dry_run, project.root)
+            return
+        if conversation:
+            from ..conversation import fork
+            fork(target, dry_run=True)       # refuse before touching the tree if it cannot fork
         paths = project_paths(project, PATHS_REF())
         current = working_scan(project)
         plan = plan_for_display(project, target, paths, current)
@@ -99,9 +116,13 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str]) -> None:
                  f"{render.age(target.created_at)}: {render.short(describe(target), 60)}")
         if dry_run:
             print_plan(project, plan, title, current)
+            if conversation:
+                _fork(target, True, project.root)
             return
         if plan.empty and not plan.skipped:
             render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
+            if conversation:
+                _fork(target, False, project.root)
             return
         not_agent = print_plan(project, plan, title, current)
         if not_agent:
@@ -117,6 +138,8 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str]) -> None:
         if len(applied.ops) != len(plan.ops):
             render.err("note: the tree changed while you were deciding; the restore followed the "
                        "tree as it was when it started (saved in the safety checkpoint).")
+        if conversation:
+            _fork(target, False, project.root)
     finally:
         project.close()
 
@@ -154,10 +177,15 @@ def register(app: typer.Typer) -> None:
                                                 help="N, last or last~N."),
                yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
                dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
-               project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+               project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
+               conversation: bool = typer.Option(False, "--conversation", help="Also fork the Claude Code conversation to just before this checkpoint's prompt."),
+               conversation_only: bool = typer.Option(False, "--conversation-only", help="Only fork the conversation; leave the files.")):
         """Make the tree equal to checkpoint ID again (only some paths with `-- PATH...`).
         A safety checkpoint of the current tree is taken first."""
-        to_impl(checkpoint, yes, dry_run, project)
+        if conversation and conversation_only:
+            from ..errors import UsageError
+            raise UsageError("--conversation and --conversation-only go alone")
+        to_impl(checkpoint, yes, dry_run, project, "only" if conversation_only else ("yes" if conversation else ""))
 
     @app.command("undo")
     def undo_cmd(yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
