@@ -47,6 +47,10 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=21)
     args = ap.parse_args()
+    # an installed rewind runs from byte code (pip compiles it); an editable checkout under
+    # PYTHONDONTWRITEBYTECODE would compile its modules on every hook and measure that instead
+    import compileall
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "rewind"), quiet=1)
     base = Path(tempfile.mkdtemp(prefix="rewind-bench-"))
     root = base / "proj"
     root.mkdir()
