@@ -23,6 +23,14 @@ _SAMPLE = 64 * 1024
 _FEW = 48  # batches up to this size sync file by file; larger ones sync the filesystem once
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_oid(value) -> bool:
+    """64 lowercase hex digits: the only names the store resolves (never a path)."""
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
+
+
 def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -61,6 +69,8 @@ class Store:
 
     # -- paths -----------------------------------------------------------------------
     def path(self, oid: str) -> str:
+        if not is_oid(oid):
+            raise CorruptObject(str(oid)[:64], "not an object id (a damaged catalog or tree)")
         return os.path.join(self.objects, oid[:2], oid[2:])
 
     def has(self, oid: str) -> bool:
@@ -87,8 +97,14 @@ class Store:
             write_all(fd, body)
             if len(self._staged) < _FEW:
                 os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            try:
+                os.unlink(tmp)       # a full disk leaves no half object behind
+            except OSError:
+                pass
+            raise
+        os.close(fd)
         self._staged[oid] = tmp
         self.written += 1
         self.written_bytes += len(body)

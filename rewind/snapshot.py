@@ -45,7 +45,11 @@ class TreeLoader:
     def __call__(self, oid: str) -> Tree:
         t = self.cache.get(oid)
         if t is None:
-            t = treemod.parse(self.store.get(oid))
+            try:
+                t = treemod.parse(self.store.get(oid))
+            except ValueError as e:
+                from .errors import CorruptObject
+                raise CorruptObject(oid, f"damaged (a tree that does not parse: {e})") from None
             self.cache[oid] = t
         return t
 

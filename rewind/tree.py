@@ -12,7 +12,7 @@ import os
 from typing import NamedTuple
 
 from .constants import TREE_FORMAT
-from .objects import digest_of
+from .objects import digest_of, is_oid
 
 FILE, DIR, LINK, LARGE = "F", "D", "L", "B"   # LARGE: present, too big to store
 
@@ -46,8 +46,12 @@ def parse(data: bytes) -> Tree:
         raise ValueError("truncated tree object")
     for record in body[:-1].split(b"\0"):
         head, _, bname = record.partition(b"\t")
-        kind, mode, oid, size = head.decode().split(" ")
-        if kind not in (FILE, DIR, LINK, LARGE) or not bname or b"/" in bname or bname in (b".", b".."):
+        try:
+            kind, mode, oid, size = head.decode("ascii").split(" ")
+        except (UnicodeDecodeError, ValueError):
+            raise ValueError(f"bad tree entry {record[:80]!r}") from None
+        if kind not in (FILE, DIR, LINK, LARGE) or not bname or b"/" in bname or bname in (b".", b"..") \
+                or not (oid == "-" if kind == LARGE else is_oid(oid)):
             raise ValueError(f"bad tree entry {record[:80]!r}")
         tree[os.fsdecode(bname)] = Entry(kind, int(mode, 8), "" if oid == "-" else oid, int(size))
     return tree

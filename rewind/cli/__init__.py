@@ -80,6 +80,18 @@ def _run(args: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:
+        import errno
+        known = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
+                 errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                 errno.EPERM: "operation not permitted"}
+        if e.errno not in known:
+            where = log(f"internal error running rewind {' '.join(args)}", e)
+            render.err(f"error: internal error: {type(e).__name__}: {e}" + (f" (details in {where})" if where else ""))
+            return 3
+        render.err(f"error: {known[e.errno]}" + (f": {e.filename}" if e.filename else "")
+                   + "; nothing was half-written (the store keeps only complete objects)")
+        return 1
     except Exception as e:  # the one place a surprise is caught: one line, details in the log
         where = log(f"internal error running rewind {' '.join(args)}", e)
         render.err(f"error: internal error: {type(e).__name__}: {e}"

@@ -57,6 +57,12 @@ def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str
         render.out(f"  … and {len(shown) - 500} more operations")
     for path, why in plan.skipped:
         render.out(f"  skip  {render.display_path(path)}: {why}")
+    if current is not None:
+        linked = [op.path for op in plan.ops if op.action == "write" and op.path in current.hardlinks]
+        if linked:
+            render.out(f"  {len(linked)} of them are hard links: each gets a new file, which breaks the link "
+                       "(other names of the same file keep what they hold now): "
+                       + ", ".join(render.display_path(p) for p in linked[:5]) + (" …" if len(linked) > 5 else ""))
     over = plan.overwrites()
     not_agent = []
     if over:

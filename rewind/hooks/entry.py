@@ -42,7 +42,9 @@ def _run(args: list[str]) -> None:
     try:
         payload = json.loads(data)
     except ValueError as e:
-        log(f"hook {agent}: payload is not JSON ({e}); first bytes {data[:80]!r}")
+        # never the bytes themselves: a payload can carry file contents
+        log(f"hook {agent}: payload is not JSON ({type(e).__name__} at byte {getattr(e, 'pos', '?')} "
+            f"of {len(data)})")
         return
     if not isinstance(payload, dict):
         log(f"hook {agent}: payload is a JSON {type(payload).__name__}, not an object")
