@@ -1,0 +1,35 @@
+"""rewind export."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .. import render
+from .common import IdSpec, parse_id, project_for, resolve_checkpoint
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("export")
+    def export_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, metavar="ID", help="N, last or last~N."),
+                   branch: Optional[str] = typer.Option(None, "--branch", help="Also create this new branch on it."),
+                   project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
+                   as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):
+        """Write checkpoint ID as a git commit under refs/rewind/ID (HEAD, index and branches untouched)."""
+        from ..export import export
+        proj = project_for(project)
+        try:
+            cp = resolve_checkpoint(proj, checkpoint)
+            got = export(proj, cp, branch)
+        finally:
+            proj.close()
+        if as_json:
+            render.emit_json(got)
+            return
+        render.out(f"Checkpoint {cp.number} is commit {got['commit'][:12]} at {got['ref']}"
+                   + (f" and branch {got['branch']}" if got["branch"] else "") + ".")
+        render.out(f"  git show --stat {got['ref']}    git diff HEAD {got['ref']}    git checkout {got['ref']} -- PATH")
+        if got["left_out"]:
+            render.err(f"note: {len(got['left_out'])} file(s) too large to be stored are not in it: "
+                       + ", ".join(got["left_out"][:5]))
