@@ -56,6 +56,10 @@ def _run(args: list[str]) -> int:
     from ..errors import RewindError
     from ..log import log
     try:
+        import os
+        if os.environ.get("_REWIND_COMPLETE"):     # the shell asks for completions
+            from typer.completion import completion_init
+            completion_init()
         from .app import build
         command = build()
         rv = command.main(args=args, prog_name="rewind", standalone_mode=False)

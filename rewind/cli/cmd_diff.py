@@ -14,7 +14,7 @@ from ..errors import CorruptObject, RewindError
 from ..snapshot import TreeLoader, changes_under, working_scan
 from ..tree import LARGE, LINK, Entry
 from . import PATHS_REF
-from .common import IdSpec, parse_id, project_for, project_paths, resolve_checkpoint
+from .common import IdSpec, complete_id, parse_id, project_for, project_paths, resolve_checkpoint
 
 
 def _content(project, entry: Entry | None, path: str, from_disk: bool) -> bytes | None:
@@ -136,9 +136,9 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
 
 def register(app: typer.Typer) -> None:
     @app.command("diff")
-    def diff_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, metavar="ID",
+    def diff_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, autocompletion=complete_id, metavar="ID",
                                                   help="N, last or last~N."),
-                 checkpoint2: Optional[IdSpec] = typer.Argument(None, parser=parse_id, metavar="[ID2]",
+                 checkpoint2: Optional[IdSpec] = typer.Argument(None, parser=parse_id, autocompletion=complete_id, metavar="[ID2]",
                                                              help="Compare with this checkpoint instead."),
                  stat: bool = typer.Option(False, "--stat", help="Lines added and removed per path."),
                  name_only: bool = typer.Option(False, "--name-only", help="Only the paths."),

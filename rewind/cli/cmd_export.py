@@ -7,12 +7,12 @@ from typing import Optional
 import typer
 
 from .. import render
-from .common import IdSpec, parse_id, project_for, resolve_checkpoint
+from .common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint
 
 
 def register(app: typer.Typer) -> None:
     @app.command("export")
-    def export_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, metavar="ID", help="N, last or last~N."),
+    def export_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, autocompletion=complete_id, metavar="ID", help="N, last or last~N."),
                    branch: Optional[str] = typer.Option(None, "--branch", help="Also create this new branch on it."),
                    project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
                    as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):

@@ -13,7 +13,7 @@ from ..errors import NotInProject
 from ..project import open_catalog, open_project
 from ..snapshot import changes_under
 from ..views import checkpoint_json
-from .common import IdSpec, parse_id, project_for, resolve_checkpoint
+from .common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint
 
 # what a reader must notice, in the order badges are shown
 BADGES = (("bash", "bash", "yellow"), ("external", "external", "magenta"),
@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
         list_checkpoints(project, all_projects, as_json, n)
 
     @app.command("show")
-    def show_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, metavar="ID",
+    def show_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, autocompletion=complete_id, metavar="ID",
                                                   help="N, last or last~N."),
                  project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
                  as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):

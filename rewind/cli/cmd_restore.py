@@ -14,7 +14,7 @@ from ..restore import RestorePlan, plan_for_display, restore, undo
 from ..snapshot import changes_under, working_scan
 from . import PATHS_REF
 from .cmd_list import describe
-from .common import IdSpec, parse_id, project_for, project_paths, resolve_checkpoint
+from .common import IdSpec, complete_id, parse_id, project_for, project_paths, resolve_checkpoint
 
 AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint
 
@@ -179,7 +179,7 @@ def undo_impl(yes: bool, project_dir: Optional[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("to")
-    def to_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, metavar="ID",
+    def to_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, autocompletion=complete_id, metavar="ID",
                                                 help="N, last or last~N."),
                yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
                dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),

@@ -35,6 +35,29 @@ def parse_id(value) -> IdSpec:
     return IdSpec("last", int(m.group(2) or 0))
 
 
+def complete_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion of checkpoint ids, with each one's prompt as the description.
+    Never fails: a completion that cannot be computed is simply empty."""
+    try:
+        from ..catalog import Catalog
+        from .. import locations
+        home = locations.data_dir()
+        if not os.path.exists(os.path.join(home, "catalog.sqlite")):
+            return []
+        catalog = Catalog(home)
+        try:
+            pid = catalog.project_id(find_project(os.getcwd(), catalog), create=False)
+            if pid is None:
+                return []
+            out = [(str(cp.number), f"{cp.kind}: " + render.short(cp.message or "", 50))
+                   for cp in catalog.checkpoints(pid, limit=100) if str(cp.number).startswith(incomplete)]
+        finally:
+            catalog.close()
+        return out + [(w, h) for w, h in (("last", "the newest checkpoint"),) if w.startswith(incomplete)]
+    except Exception:
+        return []
+
+
 def project_for(project_dir: str | None, create: bool = False) -> Project:
     """The project named by --project, else the one containing the current directory."""
     if project_dir is not None:

@@ -1,0 +1,12 @@
+
+_rewind_completion() {
+    local IFS=$'
+'
+    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \
+                   COMP_CWORD=$COMP_CWORD \
+                   _REWIND_COMPLETE=complete_bash $1 ) )
+    return 0
+}
+
+complete -o default -F _rewind_completion rewind
+

@@ -1,0 +1,1 @@
+complete --command rewind --no-files --arguments "(env _REWIND_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) rewind)" --condition "env _REWIND_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) rewind"
