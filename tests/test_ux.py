@@ -60,3 +60,53 @@ def test_export_outside_a_git_repository_says_so(tmp_path):
     run_rewind("save", cwd=root, check=0)
     proc = run_rewind("export", "1", cwd=root, check=1)
     assert "not a git repository" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+# -- completions -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_the_committed_completion_scripts_are_fresh(tmp_path, shell):
+    got = subprocess.run([*REWIND], env={**os.environ, "_REWIND_COMPLETE": f"source_{shell}"}, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60).stdout
+    committed = (REPO / "completions" / f"rewind.{shell}").read_text()
+    assert got == committed, f"completions/rewind.{shell} is stale: regenerate it (README, Completions)"
+
+
+def test_checkpoint_ids_complete_with_their_prompt(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    run_rewind("save", "-m", "first save", cwd=root, check=0)
+    run_rewind("save", "-m", "second save", cwd=root, check=0)
+    env = {**os.environ, "_REWIND_COMPLETE": "complete_fish", "_TYPER_COMPLETE_FISH_ACTION": "get-args",
+           "_TYPER_COMPLETE_ARGS": "rewind to "}
+    out = subprocess.run(REWIND, env=env, cwd=root, capture_output=True, text=True, timeout=60).stdout
+    assert out.splitlines() == ["2\tmanual: second save", "1\tmanual: first save", "last\tthe newest checkpoint"]
+    env["_TYPER_COMPLETE_ARGS"] = "rewind diff 1 "
+    assert "2\tmanual: second save" in subprocess.run(REWIND, env=env, cwd=root, capture_output=True,
+                                                      text=True, timeout=60).stdout
+
+
+# -- doctor ----------------------------------------------------------------------------------
+
+def test_doctor_on_a_healthy_and_a_broken_setup(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a" * 100)
+    run_rewind("hooks", "install", "claude", "--project", root, check=0)
+    run_rewind("save", cwd=root, check=0)
+    healthy = json.loads(run_rewind("doctor", "--json", cwd=root, check=0).stdout)
+    assert healthy["ok"] and all(f["level"] == "ok" for f in healthy["findings"]), healthy
+    # break it three ways: the hook's command gone, the watcher killed, an object damaged
+    settings = root / ".claude" / "settings.local.json"
+    settings.write_text(settings.read_text().replace(REWIND[0], "/nonexistent/rewind"))
+    watcher = subprocess.Popen([*REWIND, "watch"], cwd=root, stdout=subprocess.PIPE, text=True)
+    assert "watching" in watcher.stdout.readline()
+    watcher.kill()
+    watcher.wait()
+    obj = next(p for p in (Path(os.environ["REWIND_HOME"]) / "objects").rglob("*") if p.is_file())
+    obj.write_bytes(obj.read_bytes()[:-1] + b"!")
+    proc = run_rewind("doctor", cwd=root, check=1)
+    text = proc.stdout
+    assert "FAIL  claude hooks (local) run a command that does not exist" in text
+    assert "fix: rewind hooks install claude --scope local" in text
+    assert "died without stopping" in text
+    assert "FAIL  store:" in text and "rewind verify" in text

@@ -34,9 +34,9 @@ def build():
             from .cmd_list import list_checkpoints
             list_checkpoints(None, False, False, 20)
 
-    from . import (cmd_demo, cmd_diff, cmd_export, cmd_gc, cmd_hooks, cmd_list, cmd_restore, cmd_store,
+    from . import (cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_gc, cmd_hooks, cmd_list, cmd_restore, cmd_store,
                    cmd_watch)
-    for module in (cmd_list, cmd_diff, cmd_restore, cmd_store, cmd_gc, cmd_watch, cmd_export, cmd_hooks,
-                   cmd_demo):
+    for module in (cmd_list, cmd_diff, cmd_restore, cmd_store, cmd_gc, cmd_watch, cmd_export, cmd_doctor,
+                   cmd_hooks, cmd_demo):
         module.register(app)
     return typer.main.get_command(app)
