@@ -117,3 +117,47 @@ def progress(label: str):
             state["bar"].stop()
     tick.close = close  # type: ignore[attr-defined]
     return tick
+
+
+class paged:
+    """On a terminal, what the command prints goes through $PAGER (default `less -FRX`:
+    quits by itself when it fits one screen, keeps the colours). `disabled` (--no-pager), a
+    pipe, or an empty PAGER print directly."""
+
+    def __init__(self, disabled: bool = False):
+        self.disabled = disabled
+        self.buf = None
+
+    def __enter__(self):
+        global COLOR, _console
+        pager = os.environ.get("PAGER", "less -FRX")
+        if self.disabled or not sys.stdout.isatty() or not pager.strip():
+            return self
+        import io
+        self.pager, self.old, self.old_color = pager, sys.stdout, COLOR
+        try:
+            self.columns = os.get_terminal_size(sys.stdout.fileno()).columns
+        except OSError:
+            self.columns = 100
+        if fancy():
+            COLOR = "always"
+        _console = None
+        self.buf = io.StringIO()
+        sys.stdout = self.buf
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        global COLOR, _console
+        if self.buf is None:
+            return False
+        sys.stdout = self.old
+        COLOR, _console = self.old_color, None
+        text = self.buf.getvalue()
+        if text:
+            import subprocess
+            env = {**os.environ, "LESS": os.environ.get("LESS", "FRX"), "COLUMNS": str(self.columns)}
+            try:
+                subprocess.run(self.pager, shell=True, input=text, text=True, env=env)
+            except (OSError, KeyboardInterrupt):
+                sys.stdout.write(text)
+        return False

@@ -110,3 +110,40 @@ def test_doctor_on_a_healthy_and_a_broken_setup(tmp_path):
     assert "fix: rewind hooks install claude --scope local" in text
     assert "died without stopping" in text
     assert "FAIL  store:" in text and "rewind verify" in text
+
+
+# -- the pager ---------------------------------------------------------------------------------
+
+def _on_a_terminal(args, cwd, env):
+    import pty
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*REWIND, *args], cwd=cwd, stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(master)
+    return proc.returncode, b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.parametrize("cmd", [["show", "1"], ["diff", "1"]])
+def test_long_output_goes_through_the_pager_on_a_terminal_unless_no_pager(tmp_path, cmd):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "one\n")
+    run_rewind("save", cwd=root, check=0)
+    write(root, "a.txt", "two\n")
+    paged = tmp_path / "paged.txt"
+    env = {**os.environ, "PAGER": f"cat > {paged}"}
+    code, screen = _on_a_terminal(cmd, root, env)
+    assert code == 0 and paged.exists() and "a.txt" in paged.read_text() and "a.txt" not in screen
+    paged.unlink()
+    code, screen = _on_a_terminal([*cmd, "--no-pager"], root, env)
+    assert code == 0 and not paged.exists() and "a.txt" in screen
+    assert "a.txt" in run_rewind(*cmd, cwd=root, env=env, check=0).stdout and not paged.exists()   # piped

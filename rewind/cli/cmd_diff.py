@@ -143,7 +143,9 @@ def register(app: typer.Typer) -> None:
                  stat: bool = typer.Option(False, "--stat", help="Lines added and removed per path."),
                  name_only: bool = typer.Option(False, "--name-only", help="Only the paths."),
                  as_json: bool = typer.Option(False, "--json", help="JSON on stdout."),
-                 project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+                 project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
+                 no_pager: bool = typer.Option(False, "--no-pager", help="Print directly, not through $PAGER.")):
         """What changed after checkpoint ID (to the next one, or to the working tree), or
         between ID and ID2. Limit it to paths with `-- PATH...`."""
-        diff_cmd_impl(checkpoint, checkpoint2, stat, name_only, as_json, project)
+        with render.paged(no_pager or as_json):
+            diff_cmd_impl(checkpoint, checkpoint2, stat, name_only, as_json, project)

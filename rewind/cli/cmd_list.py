@@ -164,6 +164,8 @@ def register(app: typer.Typer) -> None:
     def show_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, autocompletion=complete_id, metavar="ID",
                                                   help="N, last or last~N."),
                  project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
-                 as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):
+                 as_json: bool = typer.Option(False, "--json", help="JSON on stdout."),
+                 no_pager: bool = typer.Option(False, "--no-pager", help="Print directly, not through $PAGER.")):
         """One checkpoint: its prompt and every change after it, with source and flags."""
-        show(checkpoint, project, as_json)
+        with render.paged(no_pager or as_json):
+            show(checkpoint, project, as_json)
