@@ -109,8 +109,8 @@ def progress(label: str):
             state["bar"], state["tasks"] = bar, {}
         bar, tasks = state["bar"], state["tasks"]
         if phase not in tasks:
-            tasks[phase] = bar.add_task(f"{label}: {phase}", total=total)
-        bar.update(tasks[phase], completed=done, total=total)
+            tasks[phase] = bar.add_task(f"{label}: {phase}", total=total or None)
+        bar.update(tasks[phase], completed=done, total=total or None)
 
     def close() -> None:
         if "bar" in state:

@@ -238,12 +238,14 @@ def _chmod(pfd: int, name: str, mode: int) -> None:
         os.close(fd)
 
 
-def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str) -> int:
+def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str, progress=None) -> int:
     dirs = _Dirs(project.root)
     counter = 0
     done = 0
     try:
-        for op in plan.ops:
+        for i, op in enumerate(plan.ops):
+            if progress is not None and i % 64 == 0:
+                progress("writing", i, len(plan.ops))
             parent, name = _split(op.path)
             pfd = dirs.open(parent)
             if op.action == "delete":
@@ -279,7 +281,7 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
 
 
 def restore(project: Project, target: Checkpoint, paths: list[str] | None = None,
-            is_undo: bool = False, lock_timeout: float = 30.0):
+            is_undo: bool = False, lock_timeout: float = 30.0, progress=None):
     """Take the safety checkpoint, re-plan from it, verify every object, apply.
     Returns (safety checkpoint, plan applied, operations done)."""
     with project_lock(project.home, project.id, timeout=lock_timeout):
@@ -288,6 +290,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
                                      hint="the ring or the retention removed it; `rewind list` shows what is left")
         safety, current = capture(project, "rewind", restore_target=target.number, locked=True, full=True,
+                                  progress=progress,
                                   message=("undo" if is_undo else f"before rewind to {target.number}"))
         plan = plan_restore(project, target, current, paths)
         # every object the plan needs is read and verified before the tree is touched
@@ -309,7 +312,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         jpath = _journal_path(project)
         ensure_private_dir(os.path.dirname(jpath))
         atomic_write(jpath, json.dumps(journal).encode())
-        done = apply_plan(project, plan, data, tag)
+        done = apply_plan(project, plan, data, tag, progress)
         os.sync()
         os.unlink(jpath)
         # what the restore wrote is attributed to it

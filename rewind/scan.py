@@ -79,6 +79,7 @@ class _Scanner:
         self.seen: set[str] = set()
         # incremental mode (see scan_dirty): the previous tree, the directories that must be
         # listed, the directories whose whole subtree must be read again
+        self.progress = None             # (phase, done, total) now and then, for a long first scan
         self.old = None
         self.need: set[str] = set()
         self.fresh: set[str] = set()
@@ -205,6 +206,8 @@ class _Scanner:
     def _file(self, dfd: int, name: str, rel_path: str, st: os.stat_result) -> Entry | None:
         perm = S.S_IMODE(st.st_mode)
         self.stats.files += 1
+        if self.progress is not None and self.stats.files % 512 == 0:
+            self.progress("files read", self.stats.files, 0)
         self.stats.bytes += st.st_size
         if st.st_nlink > 1:
             self.hardlinks.add(rel_path)
@@ -309,10 +312,13 @@ def scan_dirty(root: str, store: Store, cache, fs_now_ns: int, old_root: str, lo
 
 
 def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None = None,
-         fs_now_ns: int = 0, max_size: int = MAX_FILE_SIZE) -> ScanResult:
+         fs_now_ns: int = 0, max_size: int = MAX_FILE_SIZE, progress=None) -> ScanResult:
     """Walk `root`. With a store, every blob and tree is staged in it and cache updates are
     returned; without one, nothing is written (a read-only look at the working tree)."""
     scanner = _Scanner(root, store, cache or {}, fs_now_ns, max_size)
+    scanner.progress = progress
+    if progress is not None:
+        progress("files read", 0, 0)
     rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         oid = scanner.scan_dir(rfd, "", IgnoreRules.for_root(root))

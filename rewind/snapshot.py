@@ -196,7 +196,7 @@ def _git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tup
 def record(project: Project, kind: str | None, *, message: str | None = None, meta: dict | None = None,
            lock_timeout: float = 30.0, restore_target: int | None = None, locked: bool = False,
            forced: tuple | None = None, extra: list[ChangeRow] | None = None, full: bool = False,
-           baseline: bool = False):
+           baseline: bool = False, progress=None):
     """Scan, attribute the segment since the last scan, and with a `kind` take checkpoint.
     The scan is quick (the watcher's dirty set) when the watcher can be trusted, else full;
     `full` forces a full one (a restore needs every protected path), `baseline` is the
@@ -215,7 +215,7 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                 result = scan_dirty(project.root, store, catalog.statcache_lookup(project.id), fs_now,
                                     last_tree, load, plan.dirty)
             else:
-                result = scan(project.root, store, catalog.load_statcache(project.id), fs_now)
+                result = scan(project.root, store, catalog.load_statcache(project.id), fs_now, progress=progress)
             store.flush()
         except BaseException:
             store.discard()

@@ -138,7 +138,12 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         question = (f"Overwrite {len(not_agent)} path(s) not written by the agent, and rewind?"
                     if not_agent else "Rewind?")
         confirm(yes, question)
-        safety, applied, done = restore(project, target, paths)
+        tick = render.progress("rewind")
+        try:
+            safety, applied, done = restore(project, target, paths, progress=tick)
+        finally:
+            if tick is not None:
+                tick.close()
         render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
                    f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
         if len(applied.ops) != len(plan.ops):

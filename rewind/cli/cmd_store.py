@@ -18,7 +18,12 @@ from .common import project_for, project_settings, report_recovery
 def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
     project = project_for(project_dir, create=True)
     try:
-        cp, result = capture(project, "manual", message=message, full=True)
+        tick = render.progress("save")
+        try:
+            cp, result = capture(project, "manual", message=message, full=True, progress=tick)
+        finally:
+            if tick is not None:
+                tick.close()
         st = result.stats
         render.out(f"Saved checkpoint {cp.number} of {project.root}: {st.files} files, "
                    f"{st.symlinks} symlinks, {st.dirs} dirs ({st.hashed} read, the rest unchanged).")
