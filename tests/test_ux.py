@@ -147,3 +147,85 @@ def test_long_output_goes_through_the_pager_on_a_terminal_unless_no_pager(tmp_pa
     code, screen = _on_a_terminal([*cmd, "--no-pager"], root, env)
     assert code == 0 and not paged.exists() and "a.txt" in screen
     assert "a.txt" in run_rewind(*cmd, cwd=root, env=env, check=0).stdout and not paged.exists()   # piped
+
+
+# -- the picker ----------------------------------------------------------------------------------
+
+def test_the_picker_selects_a_checkpoint_restores_it_and_quits(tmp_path):
+    import asyncio
+
+    from helpers import fingerprint, project
+    from rewind.cli.picker import run_picker
+    root = tmp_path / "proj"
+    write(root, "app.py", "v1\n")
+    run_rewind("save", "-m", "first", cwd=root, check=0)
+    first = fingerprint(root)
+    write(root, "app.py", "v2\n")
+    write(root, "new.txt", "new")
+    run_rewind("save", "-m", "second", cwd=root, check=0)
+    write(root, "app.py", "v3, by hand\n")
+    proj = project(root)
+    app, _ = run_picker(proj)
+
+    async def drive():
+        async with app.run_test(size=(160, 40)) as pilot:
+            table = app.query_one("#checkpoints")
+            assert table.row_count == 2 and app.current.number == 2      # the newest at hand
+            await pilot.press("down")                                    # checkpoint 1
+            assert app.current.number == 1
+            assert {r.path for r in app.rows} == {"app.py", "new.txt"}   # what happened after it
+            await pilot.press("r")
+            await pilot.pause()
+            plan = str(app.screen.query_one("#plan").render())
+            assert "app.py" in plan and "someone other than the agent" in plan
+            await pilot.press("y")
+            await pilot.pause()
+    asyncio.run(drive())
+    proj.close()
+    assert app.return_value and app.return_value.startswith("Rewound to checkpoint 1")
+    assert fingerprint(root) == first
+    run_rewind("undo", "--yes", cwd=root, check=0)
+    assert (root / "app.py").read_text() == "v3, by hand\n"
+
+
+def test_the_picker_restores_one_file_and_quitting_changes_nothing(tmp_path):
+    import asyncio
+
+    from helpers import project
+    from rewind.cli.picker import run_picker
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a1")
+    write(root, "b.txt", "b1")
+    run_rewind("save", cwd=root, check=0)
+    write(root, "a.txt", "a2")
+    write(root, "b.txt", "b2")
+    proj = project(root)
+    app, _ = run_picker(proj)
+
+    async def drive():
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.press("tab")                 # to the changes of checkpoint 1
+            await pilot.press("down")                # b.txt
+            await pilot.press("f")
+            await pilot.pause()
+            await pilot.press("y")
+            await pilot.pause()
+    asyncio.run(drive())
+    assert (root / "a.txt").read_text() == "a2" and (root / "b.txt").read_text() == "b1"
+    app2, _ = run_picker(proj)
+
+    async def quit_only():
+        async with app2.run_test(size=(160, 40)) as pilot:
+            await pilot.press("down")
+            await pilot.press("q")
+    asyncio.run(quit_only())
+    proj.close()
+    assert (root / "a.txt").read_text() == "a2" and app2.return_value is None
+
+
+def test_rewind_alone_without_a_terminal_lists(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    run_rewind("save", "-m", "hello", cwd=root, check=0)
+    assert "hello" in run_rewind(cwd=root, check=0).stdout
+    assert "needs a terminal" in run_rewind("pick", cwd=root, check=1).stderr

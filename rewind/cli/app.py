@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import typer
@@ -31,12 +32,17 @@ def build():
             raise typer.BadParameter("must be auto, always or never", param_hint="--color")
         render.COLOR = color
         if ctx.invoked_subcommand is None:
+            import sys
+            if sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("REWIND_NO_PICKER"):
+                from .cmd_pick import pick_impl
+                pick_impl(None)
+                return
             from .cmd_list import list_checkpoints
             list_checkpoints(None, False, False, 20)
 
-    from . import (cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_gc, cmd_hooks, cmd_list, cmd_restore, cmd_store,
+    from . import (cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_pick, cmd_gc, cmd_hooks, cmd_list, cmd_restore, cmd_store,
                    cmd_watch)
     for module in (cmd_list, cmd_diff, cmd_restore, cmd_store, cmd_gc, cmd_watch, cmd_export, cmd_doctor,
-                   cmd_hooks, cmd_demo):
+                   cmd_pick, cmd_hooks, cmd_demo):
         module.register(app)
     return typer.main.get_command(app)

@@ -1,0 +1,29 @@
+"""rewind pick (and `rewind` alone on a terminal)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from ..errors import RewindError
+from .common import project_for
+
+
+def pick_impl(project_dir: Optional[str]) -> None:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise RewindError("the picker needs a terminal", hint="`rewind list` prints the checkpoints")
+    from .picker import pick
+    project = project_for(project_dir)
+    try:
+        pick(project)
+    finally:
+        project.close()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("pick")
+    def pick_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+        """Choose a checkpoint with the arrow keys: its changes, their diff, restore it or one file."""
+        pick_impl(project)
