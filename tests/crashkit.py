@@ -95,7 +95,8 @@ def trial(op: str, seed: int, work: Path, files: int = 400) -> dict:
         _state(rng, root, "C", files)
         before = after = _fingerprint(root)
         args, stdin = ["save", "-m", "C"], None
-    delay = rng.uniform(0.05, 0.9)
+    # kill somewhere inside the command's own run time (startup ~0.1 s, then its work)
+    delay = rng.uniform(*{"hook": (0.03, 0.3), "gc": (0.03, 0.45), "save": (0.05, 0.6)}.get(op, (0.05, 0.9)))
     proc = subprocess.Popen([*REWIND, *args], cwd=root, env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     if stdin:
