@@ -110,6 +110,13 @@ def test_doctor_on_a_healthy_and_a_broken_setup(tmp_path):
     assert "fix: rewind hooks install claude --scope local" in text
     assert "died without stopping" in text
     assert "FAIL  store:" in text and "rewind verify" in text
+    run_rewind("hooks", "uninstall", "claude", "--project", root, check=0)
+    text = run_rewind("doctor", cwd=root, check=1).stdout
+    assert "warn  no agent's hooks are installed" in text and "fix: rewind hooks install claude" in text
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    text = run_rewind("doctor", cwd=fresh, check=0).stdout
+    assert "no checkpoints yet" in text and "rewind save" in text
 
 
 # -- the pager ---------------------------------------------------------------------------------

@@ -144,7 +144,8 @@ def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
     except NotInProject as e:
         project = None
         root = os.path.realpath(project_dir or os.getcwd())
-        findings.append(_finding("warn", f"{e.message}", e.hint))
+        findings.append(_finding("warn", f"no checkpoints yet for {root}",
+                                 "the next prompt to an agent with rewind's hooks takes one; `rewind save` takes one now"))
     if project is not None:
         root = project.root
         try:
