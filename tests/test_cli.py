@@ -7,7 +7,9 @@ import os
 
 import pytest
 
-from helpers import run_rewind, write
+import subprocess
+
+from helpers import REWIND, run_rewind, write
 
 
 @pytest.fixture
@@ -137,3 +139,22 @@ def test_python_dash_m_works(three):
     r = subprocess.run([sys.executable, "-m", "rewind", "list", "--json"], cwd=three,
                        capture_output=True, text=True)
     assert r.returncode == 0 and json.loads(r.stdout)[0]["id"] == 3
+
+
+def test_the_demo_plays_a_session_and_leaves_no_process_behind(tmp_path):
+    import time
+    env = {k: v for k, v in os.environ.items() if k != "REWIND_WATCH"}
+    env["TMPDIR"] = str(tmp_path)
+    proc = subprocess.run([*REWIND, "demo"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for step in ("rewind list", "rewind show", "rewind to", "rewind undo --yes"):
+        assert f"$ {step}" in proc.stdout
+    home = proc.stdout.split("REWIND_HOME=")[1].split()[0]
+    assert home.startswith(str(tmp_path))
+    time.sleep(0.5)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        assert f"REWIND_HOME={home}".encode() not in environ, f"process {pid} outlived the demo"

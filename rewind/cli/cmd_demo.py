@@ -26,6 +26,7 @@ def demo_impl() -> None:
         with open(os.path.join(project, name), "w") as f:
             f.write(text)
     os.environ["REWIND_HOME"] = home     # the demo never touches your real store
+    os.environ["REWIND_WATCH"] = "0"     # and leaves no watcher behind for a throw-away project
     prompts = [0]
 
     def between(payload: dict) -> None:
