@@ -40,6 +40,10 @@ PY = sys.executable
 BIN = Path(PY).parent / "rewind"
 REWIND = [str(BIN)] if BIN.exists() else [PY, "-m", "rewind"]
 MAKE_TREE = REPO.parent / "shared" / "bench" / "make_tree.py"
+sys.path.insert(0, str(REPO))
+from rewind.hooks.install import hook_command  # noqa: E402
+
+HOOK = __import__("shlex").split(hook_command("claude"))
 
 
 def run(cmd, env=None, cwd=None, input=None, check=True) -> float:
@@ -91,7 +95,8 @@ class Bench:
         return json.dumps({**base, **extra}).encode()
 
     def hook(self, payload: bytes, watch: str) -> float:
-        return run([*REWIND, "hook", "claude"], env={**self.env, "REWIND_WATCH": watch}, input=payload)
+        """As the agent runs it: the command `rewind hooks install` writes."""
+        return run(HOOK, env={**self.env, "REWIND_WATCH": watch}, input=payload)
 
     def git(self, *args) -> float:
         return run(["git", *args], env=self.genv)

@@ -69,7 +69,8 @@ def main() -> int:
                    str(work / "cc"))
         start = fill(next(p for p in session if p["hook_event_name"] == "SessionStart"), str(tree), "bench",
                      str(work / "cc"))
-        hook = [*REWIND, "hook", "claude"]
+        from rewind.hooks.install import hook_command
+        hook = __import__("shlex").split(hook_command("claude"))   # as installed
         subprocess.run(hook, input=json.dumps(start).encode(), env={**env, "REWIND_WATCH": "0"}, check=True)
         t = timed(hook, env={**env, "REWIND_WATCH": "0"}, input=json.dumps(ups).encode())
         print(f"first checkpoint (full snapshot, hook process) {t:.1f} s", flush=True)

@@ -169,7 +169,7 @@ def test_cursor_install_uses_its_flat_format_and_uninstall_is_byte_identical(tmp
     got = _roundtrip(tmp_path, "cursor", ".cursor/hooks.json", original, "project")
     assert got["version"] == 1
     assert got["hooks"]["afterFileEdit"][0] == {"command": "./format.sh"}
-    assert got["hooks"]["afterFileEdit"][1]["command"].endswith("hook cursor")
+    assert got["hooks"]["afterFileEdit"][1]["command"].endswith("hook.py cursor")
     assert set(got["hooks"]) >= {"beforeSubmitPrompt", "beforeShellExecution", "afterShellExecution", "stop"}
 
 

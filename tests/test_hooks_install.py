@@ -27,8 +27,16 @@ def test_install_then_uninstall_leaves_the_file_byte_identical(tmp_path):
     assert data["permissions"] == {"allow": ["Bash(ls)"]}
     assert data["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "echo mine"
     ours = data["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
-    assert ours.endswith(" hook claude")
-    assert os.path.isabs(shlex.split(ours)[0])
+    words = shlex.split(ours)
+    assert os.path.isabs(words[0]) and words[1] == "-S" and words[2].endswith("/rewind/hook.py")
+    assert words[3] == "claude"
+    # and it runs: a prompt through the installed command is a checkpoint
+    payload = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": str(root),
+                          "prompt": "through the installed command"})
+    proc = subprocess.run(ours, shell=True, input=payload, capture_output=True, text=True, cwd=root,
+                          env={**os.environ, "CLAUDE_PROJECT_DIR": str(root)})
+    assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == ""
+    assert "through the installed command" in run_rewind("list", cwd=root, check=0).stdout
     # idempotent
     run_rewind("hooks", "install", "claude", cwd=root, check=0)
     again = json.loads(settings.read_text())

@@ -97,12 +97,13 @@ def test_doctor_on_a_healthy_and_a_broken_setup(tmp_path):
     assert healthy["ok"] and all(f["level"] == "ok" for f in healthy["findings"]), healthy
     # break it three ways: the hook's command gone, the watcher killed, an object damaged
     settings = root / ".claude" / "settings.local.json"
-    settings.write_text(settings.read_text().replace(REWIND[0], "/nonexistent/rewind"))
+    settings.write_text(settings.read_text().replace("/rewind/hook.py", "/moved-away/rewind/hook.py"))
     watcher = subprocess.Popen([*REWIND, "watch"], cwd=root, stdout=subprocess.PIPE, text=True)
     assert "watching" in watcher.stdout.readline()
     watcher.kill()
     watcher.wait()
-    obj = next(p for p in (Path(os.environ["REWIND_HOME"]) / "objects").rglob("*") if p.is_file())
+    from rewind.objects import Store, digest_of
+    obj = Path(Store(os.environ["REWIND_HOME"]).path(digest_of(b"a" * 100)))     # a.txt, in the checkpoint
     obj.write_bytes(obj.read_bytes()[:-1] + b"!")
     proc = run_rewind("doctor", cwd=root, check=1)
     text = proc.stdout
