@@ -228,8 +228,8 @@ class Bench:
 
 def store_size(work: Path) -> None:
     print("\n== store after 100 prompts x 5 edits, 10,000 files ==", flush=True)
-    subprocess.run([PY, str(HERE / "store_size.py"), "--files", "10000", "--prompts", "100", "--changes", "5"],
-                   check=True)
+    subprocess.run([PY, str(HERE / "store_size.py"), "--files", "10000", "--prompts", "100", "--changes", "5",
+                    "--make-tree", str(MAKE_TREE)], check=True)
 
 
 def main() -> int:
@@ -237,7 +237,10 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-store-size", action="store_true")
+    ap.add_argument("--make-tree", default=str(MAKE_TREE), help="shared/bench/make_tree.py")
     args = ap.parse_args()
+    global MAKE_TREE
+    MAKE_TREE = Path(args.make_tree)
     import rewind
     compileall.compile_dir(os.path.dirname(rewind.__file__), quiet=1)
     started = time.monotonic()
