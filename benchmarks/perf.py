@@ -233,13 +233,13 @@ def store_size(work: Path) -> None:
 
 
 def main() -> int:
+    global MAKE_TREE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-store-size", action="store_true")
     ap.add_argument("--make-tree", default=str(MAKE_TREE), help="shared/bench/make_tree.py")
     args = ap.parse_args()
-    global MAKE_TREE
     MAKE_TREE = Path(args.make_tree)
     import rewind
     compileall.compile_dir(os.path.dirname(rewind.__file__), quiet=1)
