@@ -141,7 +141,7 @@ def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
                                f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}")]
     try:
         project = project_for(project_dir)
-    except NotInProject as e:
+    except NotInProject:
         project = None
         root = os.path.realpath(project_dir or os.getcwd())
         findings.append(_finding("warn", f"no checkpoints yet for {root}",
