@@ -20,15 +20,12 @@ from .fsutil import ensure_private_dir, fsync_dir, write_all
 
 RAW, ZLIB = 0, 1
 _SAMPLE = 64 * 1024
-_FEW = 48  # batches up to this size sync file by file; larger ones sync the filesystem once
-
-
-_HEX = frozenset("0123456789abcdef")
+_FEW = 256  # batches up to this size sync file by file (a hook's); larger ones sync the filesystem once
 
 
 def is_oid(value) -> bool:
     """64 lowercase hex digits: the only names the store resolves (never a path)."""
-    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
+    return isinstance(value, str) and len(value) == 64 and not value.strip("0123456789abcdef")
 
 
 def digest_of(data: bytes) -> str:

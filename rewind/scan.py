@@ -112,6 +112,12 @@ class _Scanner:
             if is_always_ignored(name):
                 self.protected.add(rel_path)
                 continue
+            if old is not None and not full and rel_path not in self.need:
+                prev = old.get(name)
+                if prev is not None:
+                    # no event at or below this path: the previous entry stands, not even stat'ed
+                    tree[name] = prev
+                    continue
             try:
                 st = de.stat(follow_symlinks=False)
             except FileNotFoundError:
