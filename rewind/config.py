@@ -122,6 +122,9 @@ def load(project_root: str | None) -> Settings:
     return Settings(**values, sources=tuple(sources), unknown=tuple(unknown))
 
 
+LOAD = object()   # "read the settings yourself", where a caller may pass the ones it has
+
+
 def load_quietly(project_root: str | None) -> Settings | None:
     """For hooks: a bad config file is logged, and None says "drop nothing" (a typo in
     ring_size must not cost anyone their checkpoints)."""

@@ -218,19 +218,6 @@ def _clean_tmp(home: str, report: GcReport, dry_run: bool) -> None:
             pass
 
 
-def fs_now(home: str) -> int:
-    """The filesystem's clock (object mtimes are compared with it, not with time.time())."""
-    tmp = os.path.join(home, TMP_DIR)
-    os.makedirs(tmp, mode=0o700, exist_ok=True)
-    path = os.path.join(tmp, f"gc-now.{os.getpid()}")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        return os.fstat(fd).st_mtime_ns
-    finally:
-        os.close(fd)
-        os.unlink(path)
-
-
 def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress | None = None,
         only: list[int] | None = None) -> GcReport:
     """Drop, mark, sweep (see the module docstring). `only`: enforce the policy in these
@@ -243,10 +230,10 @@ def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress |
         report = GcReport(dry_run=dry_run)
         if not dry_run:
             _recover_trash(home)
-        start = fs_now(home)
+        store = Store(home)
+        start = store.fs_now()
         now = now_ns()
         report.started_at = iso(now)
-        store = Store(home)
         projects = catalog.projects()
         would_drop: set[tuple[int, int]] = set()
         for pid, root in projects:

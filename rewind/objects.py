@@ -64,6 +64,18 @@ class Store:
         self.written = 0                     # objects newly written by this Store
         self.written_bytes = 0
 
+    def fs_now(self) -> int:
+        """The filesystem's idea of now, read from a file made in tmp/: file times lag and
+        are coarser than time.time(), and they are what the stat cache and gc compare."""
+        ensure_private_dir(self.tmp)
+        path = os.path.join(self.tmp, f"now.{os.getpid()}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            return os.fstat(fd).st_mtime_ns
+        finally:
+            os.close(fd)
+            os.unlink(path)
+
     # -- paths -----------------------------------------------------------------------
     def path(self, oid: str) -> str:
         if not is_oid(oid):

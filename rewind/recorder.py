@@ -12,9 +12,10 @@ import os
 import stat as S
 import time
 
+from . import config
 from .constants import MAX_FILE_SIZE
 from .fsutil import read_fd
-from .hooks.base import EDIT_TOOLS, SHELL_TOOLS, Event
+from .hooks.base import Event
 from .ignore import IgnoreRules
 from .lock import store_lock
 from .objects import Store, digest_of
@@ -85,10 +86,9 @@ def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
                        "agent=? AND session_id=?", (time.time_ns(), project.id, ev.agent, ev.session_id))
 
 
-def _ensure_watcher(project: Project) -> str:
+def _ensure_watcher(project: Project, settings) -> str:
     """Start the project's watcher in the background unless one runs or it is turned off."""
-    from . import config, watcher
-    settings = config.load_quietly(project.root)
+    from . import watcher
     if settings is None or not settings.watch:
         return "watcher off"
     if watcher.running(project.home, project.catalog, project.id) is not None:
@@ -110,7 +110,7 @@ def _stop_watcher_if_last(project: Project) -> str:
 
 def _dispatch(project: Project, ev: Event) -> str:
     if ev.kind == "session_start":
-        return "session registered; " + _ensure_watcher(project)
+        return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
     if ev.kind == "session_end":
         _close_windows(project, ev)
         with project.catalog.transaction():
@@ -118,10 +118,12 @@ def _dispatch(project: Project, ev: Event) -> str:
                                        (time.time_ns(), ev.agent, ev.session_id))
         return "session ended" + _stop_watcher_if_last(project)
     if ev.kind == "prompt":
-        _ensure_watcher(project)     # a watcher that died comes back (this scan is a full one)
+        settings = config.load_quietly(project.root)
+        _ensure_watcher(project, settings)   # a watcher that died comes back (this scan is a full one)
         meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
                 "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
-        cp, _, _ = record(project, "prompt", message=ev.prompt, meta=meta, lock_timeout=SCAN_LOCK_TIMEOUT)
+        cp, _, _ = record(project, "prompt", message=ev.prompt, meta=meta, lock_timeout=SCAN_LOCK_TIMEOUT,
+                          settings=settings)
         _close_windows(project, ev)   # a cancelled tool sends no Post event
         return f"checkpoint {cp.number}"
     if ev.kind == "stop":
@@ -130,9 +132,9 @@ def _dispatch(project: Project, ev: Event) -> str:
         return "turn closed"
     if ev.kind == "file_edited":
         return _edited(project, ev)
-    if ev.tool_kind == "shell" or ev.tool in SHELL_TOOLS:
+    if ev.tool_kind == "shell":
         return _shell(project, ev)
-    if ev.tool_kind == "edit" or ev.tool in EDIT_TOOLS:
+    if ev.tool_kind == "edit":
         return _edit(project, ev)
     return "nothing to do"
 

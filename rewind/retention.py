@@ -45,7 +45,7 @@ def decide(checkpoints: list[CheckpointAge], now_ns: int, ring_size: int,
     days = retention_ns / 86400e9
     out = []
     for rank, cp in enumerate(ordered):
-        if cp.number == pinned and cp.number != ordered[0].number:
+        if cp.number == pinned:
             out.append(Verdict(cp.number, True, "restored by the newest rewind"))
         elif cp.created_ns < now_ns - retention_ns:
             out.append(Verdict(cp.number, False, f"older than {days:g} days"))

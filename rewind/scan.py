@@ -115,7 +115,8 @@ class _Scanner:
             if old is not None and not full and rel_path not in self.need:
                 prev = old.get(name)
                 if prev is not None:
-                    # no event at or below this path: the previous entry stands, not even stat'ed
+                    # no event at or below this path: the previous entry (a whole subtree for a
+                    # directory) stands, not even stat'ed
                     tree[name] = prev
                     continue
             try:
@@ -135,11 +136,6 @@ class _Scanner:
                 prev = old.get(name) if old is not None else None
                 if prev is not None and prev.kind != DIR:
                     prev = None
-                if prev is not None and not full and rel_path not in self.need:
-                    # nothing below changed: the previous subtree stands, unread
-                    tree[name] = Entry(DIR, S.S_IMODE(mode), prev.oid, 0)
-                    self.stats.dirs += 1
-                    continue
                 sub_old = self.old(prev.oid) if self.old is not None and prev is not None else None
                 sub_full = full or rel_path in self.fresh or sub_old is None
                 try:

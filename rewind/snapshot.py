@@ -54,18 +54,6 @@ class TreeLoader:
         return t
 
 
-def fs_timestamp(store: Store) -> int:
-    """The filesystem's idea of now (file times lag and are coarser than time.time())."""
-    os.makedirs(store.tmp, mode=0o700, exist_ok=True)
-    path = os.path.join(store.tmp, f"now.{os.getpid()}")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        return os.fstat(fd).st_mtime_ns
-    finally:
-        os.close(fd)
-        os.unlink(path)
-
-
 def working_scan(project: Project) -> ScanResult:
     """A read-only scan of the working tree: hashes what the stat cache cannot vouch for,
     writes nothing."""
@@ -73,16 +61,24 @@ def working_scan(project: Project) -> ScanResult:
     return scan(project.root, None, cache)
 
 
-def _default_source(project: Project, windows: list[dict], since_ns: int) -> tuple:
-    """(source, tool, command, session_id, flags) for a change no edit tool explains."""
-    shells = [w for w in windows if w["kind"] == "bash" and w["closed_ns"] is None
-              and w["opened_ns"] <= since_ns]
+def _shell_source(shells: list[dict]) -> tuple | None:
+    """The source for a change these open shell windows explain: the one command, or all of
+    them flagged `ambiguous`; None without a window."""
     if len(shells) == 1:
         w = shells[0]
         return "bash", w["tool"], w["command"], w["session_id"], []
     if shells:
         return ("bash", shells[0]["tool"], " | ".join(w["command"] or "" for w in shells), None,
                 ["ambiguous"])
+    return None
+
+
+def _default_source(project: Project, windows: list[dict], since_ns: int) -> tuple:
+    """(source, tool, command, session_id, flags) for a change no edit tool explains."""
+    shell = _shell_source([w for w in windows if w["kind"] == "bash" and w["closed_ns"] is None
+                           and w["opened_ns"] <= since_ns])
+    if shell is not None:
+        return shell
     if project.catalog.has_sessions(project.id):
         return "external", None, None, None, []
     return "unknown", None, None, None, []
@@ -117,15 +113,11 @@ def _source_at(project: Project, windows: list[dict], row: ChangeRow, ts: int, w
                 w["closed_ns"] is None or ts <= w["closed_ns"]
                 or (ts <= w["closed_ns"] + TOOL_LAG_NS and w["post_oid"] == (row.new_oid or ""))):
             return "tool", w["tool"], None, w["session_id"], []
-    shells = [w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= ts
-              and (w["closed_ns"] is None or ts <= w["closed_ns"])] if writer != "none" else []
-    if len(shells) == 1:
-        w = shells[0]
-        return "bash", w["tool"], w["command"], w["session_id"], []
-    if shells:
-        return ("bash", shells[0]["tool"], " | ".join(w["command"] or "" for w in shells), None,
-                ["ambiguous"])
-    return anyone
+    if writer == "none":
+        return anyone
+    shell = _shell_source([w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= ts
+                           and (w["closed_ns"] is None or ts <= w["closed_ns"])])
+    return shell if shell is not None else anyone
 
 
 def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
@@ -196,7 +188,7 @@ def _git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tup
 def record(project: Project, kind: str | None, *, message: str | None = None, meta: dict | None = None,
            lock_timeout: float = 30.0, restore_target: int | None = None, locked: bool = False,
            forced: tuple | None = None, extra: list[ChangeRow] | None = None, full: bool = False,
-           baseline: bool = False, progress=None):
+           baseline: bool = False, progress=None, settings=config.LOAD):
     """Scan, attribute the segment since the last scan, and with a `kind` take checkpoint.
     The scan is quick (the watcher's dirty set) when the watcher can be trusted, else full;
     `full` forces a full one (a restore needs every protected path), `baseline` is the
@@ -208,7 +200,7 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
         plan = dirtymod.plan(project, state, force_full=full or baseline)
         last_tree, last_ns = state["last_tree"], state["last_scan_ns"] or 0
         load = TreeLoader(store)
-        fs_now = fs_timestamp(store)
+        fs_now = store.fs_now()
         scan_start = time.time_ns()
         try:
             if plan.quick:
@@ -234,9 +226,9 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             attribute_segment(project, segment, last_ns, forced, plan.events)
         segment += extra or []
         cp = None
-        settings = None
         if kind is not None:
-            settings = config.load_quietly(project.root)
+            if settings is config.LOAD:
+                settings = config.load_quietly(project.root)
             head, branch = git_state(project.root)
             created = now_ns()
             cp = Checkpoint(project_id=project.id, number=0, kind=kind, created_at=iso(created),

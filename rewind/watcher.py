@@ -35,7 +35,6 @@ HEARTBEAT_S = 1.0
 STALE_S = 5.0                    # a heartbeat older than this: the watcher is gone
 FLUSH_S = 0.05
 COMMAND_POLL_S = 0.01            # while a shell window is open: is its command running?
-DEFAULT_IDLE_MINUTES = 30.0
 STARTING = "the watcher is still starting"
 
 
@@ -379,7 +378,7 @@ class Watcher:
 
 
 def serve(root: str, project_id: int, background: bool, idle_s: float | None,
-          on_ready=None) -> int:  # noqa: D401
+          on_ready=None) -> int:
     """Run the watcher in this process until stopped. Returns 0, or 1 if one runs already."""
     home = locations.data_dir()
     fd = try_lock(home, lock_name(project_id))

@@ -85,3 +85,41 @@ def rmtree(path):
         os.chmod(os.path.dirname(p), 0o700)
         func(p)
     shutil.rmtree(path, onerror=onerror)
+
+
+def processes_with_home(home: str) -> list[int]:
+    """Every process (but this one) whose environment has REWIND_HOME=home."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if f"REWIND_HOME={home}".encode() in env.split(b"\0"):
+            found.append(int(pid))
+    return found
+
+
+def on_a_terminal(args, cwd, env, stderr_only: bool = False) -> tuple[int, str]:
+    """Run the installed `rewind` with a pseudo-terminal (for stderr alone, or for all three
+    streams); returns its exit code and what it drew on the terminal."""
+    import pty
+    master, slave = pty.openpty()
+    streams = ({"stdout": subprocess.PIPE, "stderr": slave} if stderr_only
+               else {"stdin": slave, "stdout": slave, "stderr": slave})
+    proc = subprocess.Popen([*REWIND, *map(str, args)], cwd=cwd, env=env, **streams)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(master)
+    return proc.returncode, b"".join(chunks).decode(errors="replace")

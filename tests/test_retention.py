@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, fingerprint, project, run_rewind, write
+from helpers import REWIND, fingerprint, on_a_terminal, processes_with_home, project, run_rewind, write
 from rewind import gc as gcmod
 from rewind import tree as treemod
 from rewind.replay import bundled_session, fill, hook_in_process
@@ -362,7 +362,7 @@ def test_gc_puts_back_an_object_a_writer_reuses_while_it_sweeps(tmp_path):
     os.utime(store.path(oid), (old, old))
     catalog = Catalog(home)
     report = gcmod.GcReport(dry_run=False)
-    start = gcmod.fs_now(home)
+    start = store.fs_now()
     real_rename = os.rename
     calls = []
 
@@ -427,52 +427,23 @@ def test_gc_runs_by_itself_once_a_day_detached(tmp_path):
     assert not os.path.exists(store.path(orphan))
     assert stamp.stat().st_mtime > old + 86400
     # it finished and left no process behind
-    while time.monotonic() < deadline and _processes_with_home(home):
+    while time.monotonic() < deadline and processes_with_home(home):
         time.sleep(0.1)
-    assert _processes_with_home(home) == []
+    assert processes_with_home(home) == []
     status = json.loads(run_rewind("status", "--json", cwd=root, check=0).stdout)
     assert status["last_gc"]["objects_swept"] >= 1
 
 
-def _processes_with_home(home: str) -> list[int]:
-    me = os.getpid()
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == me:
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if f"REWIND_HOME={home}".encode() in env.split(b"\0"):
-            found.append(int(pid))
-    return found
-
-
 def test_verify_gc_save_and_to_show_a_progress_bar_on_a_terminal(tmp_path):
-    import pty
     root = tmp_path / "proj"
     write(root, "a.txt", "x")
     run_rewind("save", cwd=root, check=0)
     write(root, "b.txt", "y" * 5000)
     for cmd, label in ((["verify"], "verify"), (["gc"], "gc"), (["save"], "save"), (["to", "1", "--yes"], "rewind")):
-        master, slave = pty.openpty()
-        proc = subprocess.Popen([*REWIND, *cmd], cwd=root, stdout=subprocess.PIPE, stderr=slave,
-                                env={**os.environ, "REWIND_PROGRESS_AFTER": "0", "COLUMNS": "100"})
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 4096)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        proc.wait(timeout=60)
-        os.close(master)
-        assert proc.returncode == 0
-        assert f"{label}:".encode() in b"".join(chunks)
+        code, screen = on_a_terminal(cmd, root, {**os.environ, "REWIND_PROGRESS_AFTER": "0", "COLUMNS": "100"},
+                                     stderr_only=True)
+        assert code == 0
+        assert f"{label}:" in screen
         # and without a terminal there is none
         if cmd[0] in ("verify", "gc"):
             assert run_rewind(*cmd, cwd=root, check=0).stderr == ""

@@ -6,7 +6,7 @@ import os
 import time
 
 from helpers import age_files, project, write
-from rewind.snapshot import capture, fs_timestamp
+from rewind.snapshot import capture
 
 
 def test_a_second_save_of_an_unchanged_10000_file_tree_reads_no_file(tmp_path):
@@ -37,7 +37,7 @@ def test_a_file_as_new_as_the_scan_is_read_again_even_if_its_stat_looks_the_same
     p = write(root, "racy.txt", "aaaa")
     proj = project(root)
     # the file's mtime is "now" on the filesystem's clock: the cache must not trust it
-    now = fs_timestamp(proj.store)
+    now = proj.store.fs_now()
     os.utime(p, ns=(now, now))
     cp1, r1 = capture(proj, "manual")
     # same size, same mtime, new content: a stat-only check would miss this

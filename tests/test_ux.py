@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, git, run_rewind, write
+from helpers import REWIND, git, on_a_terminal, run_rewind, write
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,25 +121,6 @@ def test_doctor_on_a_healthy_and_a_broken_setup(tmp_path):
 
 # -- the pager ---------------------------------------------------------------------------------
 
-def _on_a_terminal(args, cwd, env):
-    import pty
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([*REWIND, *args], cwd=cwd, stdin=slave, stdout=slave, stderr=slave, env=env)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=60)
-    os.close(master)
-    return proc.returncode, b"".join(chunks).decode(errors="replace")
-
-
 @pytest.mark.parametrize("cmd", [["show", "1"], ["diff", "1"]])
 def test_long_output_goes_through_the_pager_on_a_terminal_unless_no_pager(tmp_path, cmd):
     root = tmp_path / "proj"
@@ -148,10 +129,10 @@ def test_long_output_goes_through_the_pager_on_a_terminal_unless_no_pager(tmp_pa
     write(root, "a.txt", "two\n")
     paged = tmp_path / "paged.txt"
     env = {**os.environ, "PAGER": f"cat > {paged}"}
-    code, screen = _on_a_terminal(cmd, root, env)
+    code, screen = on_a_terminal(cmd, root, env)
     assert code == 0 and paged.exists() and "a.txt" in paged.read_text() and "a.txt" not in screen
     paged.unlink()
-    code, screen = _on_a_terminal([*cmd, "--no-pager"], root, env)
+    code, screen = on_a_terminal([*cmd, "--no-pager"], root, env)
     assert code == 0 and not paged.exists() and "a.txt" in screen
     assert "a.txt" in run_rewind(*cmd, cwd=root, env=env, check=0).stdout and not paged.exists()   # piped
 
@@ -172,7 +153,7 @@ def test_the_picker_selects_a_checkpoint_restores_it_and_quits(tmp_path):
     run_rewind("save", "-m", "second", cwd=root, check=0)
     write(root, "app.py", "v3, by hand\n")
     proj = project(root)
-    app, _ = run_picker(proj)
+    app = run_picker(proj)
 
     async def drive():
         async with app.run_test(size=(160, 40)) as pilot:
@@ -207,7 +188,7 @@ def test_the_picker_restores_one_file_and_quitting_changes_nothing(tmp_path):
     write(root, "a.txt", "a2")
     write(root, "b.txt", "b2")
     proj = project(root)
-    app, _ = run_picker(proj)
+    app = run_picker(proj)
 
     async def drive():
         async with app.run_test(size=(160, 40)) as pilot:
@@ -219,7 +200,7 @@ def test_the_picker_restores_one_file_and_quitting_changes_nothing(tmp_path):
             await pilot.pause()
     asyncio.run(drive())
     assert (root / "a.txt").read_text() == "a2" and (root / "b.txt").read_text() == "b1"
-    app2, _ = run_picker(proj)
+    app2 = run_picker(proj)
 
     async def quit_only():
         async with app2.run_test(size=(160, 40)) as pilot:

@@ -37,12 +37,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def _gc_if_due() -> None:
     try:
-        from .. import locations
-        from ..gc import spawn_if_due
-        spawn_if_due(locations.data_dir())
+        from ..hooks.entry import gc_if_due
+        gc_if_due()
     except Exception as e:  # housekeeping never fails a command
         from ..log import log
         log("could not start gc", e)
+
+
+def _environment_error(e: Exception) -> str | None:
+    """A full disk, a read-only store, a permission: said as such, not as an internal error."""
+    import errno
+    known = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
+             errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+             errno.EPERM: "operation not permitted"}
+    if not isinstance(e, OSError) or e.errno not in known:
+        return None
+    return known[e.errno] + (f": {e.filename}" if e.filename else "")
 
 
 def _run(args: list[str]) -> int:
@@ -84,19 +94,11 @@ def _run(args: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except OSError as e:
-        import errno
-        known = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-                 errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-                 errno.EPERM: "operation not permitted"}
-        if e.errno not in known:
-            where = log(f"internal error running rewind {' '.join(args)}", e)
-            render.err(f"error: internal error: {type(e).__name__}: {e}" + (f" (details in {where})" if where else ""))
-            return 3
-        render.err(f"error: {known[e.errno]}" + (f": {e.filename}" if e.filename else "")
-                   + "; nothing was half-written (the store keeps only complete objects)")
-        return 1
     except Exception as e:  # the one place a surprise is caught: one line, details in the log
+        plain = _environment_error(e)
+        if plain:
+            render.err(f"error: {plain}; nothing was half-written (the store keeps only complete objects)")
+            return 1
         where = log(f"internal error running rewind {' '.join(args)}", e)
         render.err(f"error: internal error: {type(e).__name__}: {e}"
                    + (f" (details in {where})" if where else ""))

@@ -19,13 +19,9 @@ from ..restore import plan_for_display, restore
 from ..snapshot import TreeLoader, changes_under, working_scan
 
 
-def _load(project):
-    cps = project.catalog.checkpoints(project.id)
-    return cps
-
-
-def run_picker(project) -> str | None:
-    """Run the app; returns a line to print after it closes (what was done), or None."""
+def run_picker(project):
+    """The app for `project` (a Textual App: `.run()` it, or drive it with its test pilot).
+    Its return value is a line saying what was restored, or None."""
     from rich.syntax import Syntax
     from rich.text import Text
     from textual.app import App, ComposeResult
@@ -71,11 +67,10 @@ def run_picker(project) -> str | None:
 
         def __init__(self):
             super().__init__()
-            self.cps = _load(project)
+            self.cps = project.catalog.checkpoints(project.id)
             self.current = None
             self.rows: list = []
             self.pairs: dict = {}
-            self.result: str | None = None
 
         def compose(self) -> ComposeResult:
             yield Header(show_clock=False)
@@ -192,18 +187,15 @@ def run_picker(project) -> str | None:
                 if not yes:
                     return
                 safety, _, ops = restore(project, cp, paths)
-                self.result = (f"Rewound {'only ' + ', '.join(paths) + ' ' if paths else ''}to checkpoint "
-                               f"{cp.number}: {ops} operation(s). The tree from before is checkpoint "
-                               f"{safety.number}; `rewind undo` goes back.")
-                self.exit(self.result)
+                self.exit(f"Rewound {'only ' + ', '.join(paths) + ' ' if paths else ''}to checkpoint "
+                          f"{cp.number}: {ops} operation(s). The tree from before is checkpoint "
+                          f"{safety.number}; `rewind undo` goes back.")
             self.push_screen(Confirm("\n".join(lines)), done)
 
-    app = Picker()
-    return app, app.run
+    return Picker()
 
 
 def pick(project) -> None:
-    app, run = run_picker(project)
-    result = run()
+    result = run_picker(project).run()
     if result:
         render.out(result)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
-SHELL_TOOLS = frozenset({"Bash", "PowerShell"})
-
 
 @dataclass
 class Event:
     agent: str
-    kind: str                       # session_start | prompt | pre_tool | post_tool | stop | session_end | other
+    kind: str                       # session_start | prompt | pre_tool | post_tool | file_edited | stop | session_end
     session_id: str
     cwd: str | None = None
     project_dir: str | None = None  # the agent's own idea of the project root, if it says

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 
-from .base import EDIT_TOOLS, SHELL_TOOLS, Event
+from .base import Event
 
 AGENT = "claude"
+EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+SHELL_TOOLS = frozenset({"Bash", "PowerShell"})
 
 _KIND = {
     "SessionStart": "session_start",
@@ -59,8 +61,10 @@ def parse(payload: dict, env: dict) -> Event | None:
         if not isinstance(tool_input, dict):
             tool_input = {}
         if ev.tool in SHELL_TOOLS:
+            ev.tool_kind = "shell"
             ev.command = _str(tool_input.get("command"), 10_000)
         elif ev.tool in EDIT_TOOLS:
+            ev.tool_kind = "edit"
             target = _str(tool_input.get("file_path")) or _str(tool_input.get("notebook_path"))
             if target:
                 ev.targets = [target]

@@ -149,6 +149,7 @@ def _without_block(text: str) -> str:
 def write_trust(hooks_path: str, is_ours) -> str:
     """Put our trust block into $CODEX_HOME/config.toml (replacing an earlier one)."""
     from ..fsutil import atomic_write
+    from .install import keep_original
     config = os.path.join(codex_home(), "config.toml")
     try:
         with open(config, "rb") as f:
@@ -156,8 +157,7 @@ def write_trust(hooks_path: str, is_ours) -> str:
     except FileNotFoundError:
         raw = None
     text = _without_block(raw.decode("utf-8") if raw is not None else "")
-    if raw is not None and not os.path.exists(config + ".rewind-backup"):
-        atomic_write(config + ".rewind-backup", raw, mode=0o600)
+    keep_original(config, raw)
     entries = trust_entries(hooks_path, is_ours)
     if entries:
         text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + f"{BEGIN}\n{entries}\n{END}\n"
@@ -167,31 +167,19 @@ def write_trust(hooks_path: str, is_ours) -> str:
 
 
 def remove_trust() -> bool:
-    from ..fsutil import atomic_write
+    from .install import give_back
     config = os.path.join(codex_home(), "config.toml")
     try:
         with open(config, "rb") as f:
-            raw = f.read()
+            text = f.read().decode("utf-8")
     except FileNotFoundError:
         return False
-    text = raw.decode("utf-8")
     stripped = _without_block(text)
     if stripped == text:
         return False
-    backup = config + ".rewind-backup"
-    try:
-        with open(backup, "rb") as f:
-            original = f.read()
-        if original.decode("utf-8") == stripped or original.decode("utf-8").rstrip("\n") == stripped.rstrip("\n"):
-            atomic_write(config, original, mode=0o600)
-            os.unlink(backup)
-            return True
-    except (OSError, UnicodeDecodeError):
-        pass
-    if not stripped.strip():
-        os.unlink(config)
-        return True
-    atomic_write(config, stripped.encode("utf-8"), mode=0o600)
+    give_back(config, stripped.encode("utf-8"),
+              lambda original: original.decode("utf-8").rstrip("\n") == stripped.rstrip("\n"),
+              not stripped.strip(), 0o600)
     return True
 
 

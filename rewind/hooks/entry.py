@@ -13,7 +13,7 @@ MAX_PAYLOAD = 64 * 1024 * 1024
 def run_hook(args: list[str]) -> int:
     try:
         _run(args)
-        _gc_if_due()
+        gc_if_due()
     except BaseException as e:  # whatever happens, the agent goes on
         if isinstance(e, KeyboardInterrupt):
             return 0
@@ -60,9 +60,9 @@ def _run(args: list[str]) -> None:
         log(f"hook {agent} {payload.get('hook_event_name')}: {note}")
 
 
-def _gc_if_due() -> None:
-    """Once a day a hook starts gc detached; it never runs inside the hook's time. One stat
-    when it is not due (the interval is at least an hour)."""
+def gc_if_due() -> None:
+    """Once a day a hook (or a command) starts gc detached, never inside the hook's time.
+    One stat when it is not due (the interval is at least an hour)."""
     import time
     from .. import locations
     home = locations.data_dir()

@@ -77,15 +77,46 @@ def _strip(settings: dict, agent: str) -> dict:
     return settings
 
 
+BACKUP = ".rewind-backup"
+
+
+def keep_original(path: str, raw: bytes | None) -> None:
+    """Before rewind first changes a file: a copy of its bytes, for uninstall to give back."""
+    if raw is not None and not os.path.exists(path + BACKUP):
+        atomic_write(path + BACKUP, raw, mode=0o600)
+
+
+def give_back(path: str, remaining: bytes, unchanged, empty: bool, mode: int) -> None:
+    """After rewind's entries are taken out: the original bytes when `unchanged(original)`
+    says nothing else changed since; no file at all when there was none before and nothing
+    is left (`empty`); else `remaining`."""
+    try:
+        with open(path + BACKUP, "rb") as f:
+            original = f.read()
+    except FileNotFoundError:
+        original = None
+    if original is not None:
+        try:
+            same = unchanged(original)
+        except ValueError:          # not JSON, not UTF-8: certainly changed
+            same = False
+        if same:
+            atomic_write(path, original, mode=mode)
+            os.unlink(path + BACKUP)
+            return
+    elif empty:
+        os.unlink(path)
+        return
+    atomic_write(path, remaining, mode=mode)
+
+
 def install(path: str, agent: str, events: list[tuple[str, str | None, int | None]], flat: bool = False,
             top: dict | None = None) -> str:
     """Merge our entries in: `event -> [{matcher, hooks: [handler]}]` (Claude Code, Gemini,
     Codex), or with `flat`, `event -> [handler]` (Cursor). `top`: keys the file needs
     (Cursor's "version"), set only when absent."""
     settings, raw = _load(path)
-    backup = path + ".rewind-backup"
-    if raw is not None and not os.path.exists(backup):
-        atomic_write(backup, raw, mode=0o600)
+    keep_original(path, raw)
     settings = _strip(settings, agent)
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -115,17 +146,8 @@ def uninstall(path: str, agent: str) -> bool:
     stripped = _strip(json.loads(json.dumps(settings)), agent)
     if stripped == settings:
         return False
-    backup = path + ".rewind-backup"
-    try:
-        with open(backup, "rb") as f:
-            original = f.read()
-        if json.loads(original) == stripped:   # nothing else changed: give back the original bytes
-            atomic_write(path, original, mode=0o644)
-            os.unlink(backup)
-            return True
-    except (OSError, ValueError):
-        pass
-    atomic_write(path, (json.dumps(stripped, indent=2) + "\n").encode(), mode=0o644)
+    give_back(path, (json.dumps(stripped, indent=2) + "\n").encode(),
+              lambda original: json.loads(original) == stripped, not stripped, 0o644)
     return True
 
 
