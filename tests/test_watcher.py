@@ -133,6 +133,26 @@ def test_changes_are_placed_in_time_against_the_tool_windows(session):
     assert st["quick_scans"] >= 4 and st["fallbacks"] == 0, st
 
 
+def test_a_command_too_quick_to_be_seen_running_is_still_the_commands(session):
+    """`echo x > f` lives a few milliseconds: it can start, write and be reaped between two
+    looks at /proc. The watcher is stopped meanwhile, so here it surely does."""
+    root, row = session
+    hook(payload("UserPromptSubmit", root), root)
+    pre, post = tool_pair(root, "Bash", command="echo x > quick.txt")
+    hook(pre, root)
+    os.kill(row["pid"], signal.SIGSTOP)
+    try:
+        subprocess.run(pre["tool_input"]["command"], shell=True, cwd=root, check=True)
+    finally:
+        os.kill(row["pid"], signal.SIGCONT)
+    hook(post, root)
+    hook(payload("UserPromptSubmit", root), root)
+    got = changes(root, 1)
+    assert got["quick.txt"]["source"] == "bash", got["quick.txt"]
+    _, st = state(root)
+    assert st["fallbacks"] == 0, st
+
+
 def test_the_hooks_scan_only_what_changed_and_build_the_same_tree(session):
     root, _ = session
     hook(payload("UserPromptSubmit", root), root)
