@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from dataclasses import dataclass, field
+from .record import dataclass, field
 
 from .constants import CATALOG_NAME, SCHEMA_VERSION
 from .errors import RewindError

@@ -4,8 +4,8 @@ catalog's rows are sane (paths stay under the root)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Callable
+from .record import dataclass, field
+from collections.abc import Callable
 
 from . import tree as treemod
 from .catalog import Catalog

@@ -14,7 +14,7 @@ Known keys:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from .record import dataclass
 
 from . import locations
 from .constants import RETENTION_DAYS, RING_SIZE

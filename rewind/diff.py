@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .catalog import ChangeRow
 from .tree import DIR, LARGE, LINK, Entry, Tree

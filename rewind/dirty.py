@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from .record import dataclass
 
 from . import watcher
 from .project import Project

@@ -24,8 +24,8 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from .record import dataclass, field
+from collections.abc import Callable
 
 from . import config
 from . import tree as treemod

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 
 from . import __version__, locations
 from .constants import LOG_NAME
@@ -30,6 +29,7 @@ def log(message: str, exc: BaseException | None = None) -> str | None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         text = f"{stamp} [{os.getpid()}] rewind {__version__} py{sys.version_info[0]}.{sys.version_info[1]}: {message}\n"
         if exc is not None:
+            import traceback        # only when there is one to write: 3 ms a hook saves
             text += "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from .record import dataclass
 
 from . import locations
 from .catalog import Catalog

@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 from importlib import resources
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 Deliver = Callable[[dict], None]
 

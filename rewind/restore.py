@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import stat as S
-from dataclasses import dataclass, field
+from .record import dataclass, field
 
 from .catalog import Checkpoint
 from .clock import iso_now

@@ -15,17 +15,12 @@ Rules, newest first:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections import namedtuple
 
 from .config import Settings
+from .record import dataclass
 
-
-class CheckpointAge(NamedTuple):
-    number: int
-    created_ns: int
-    kind: str
-    restore_target: int | None
+CheckpointAge = namedtuple("CheckpointAge", "number created_ns kind restore_target")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import stat as S
-from dataclasses import dataclass, field
+from .record import dataclass, field
 
 from .constants import MAX_FILE_SIZE
 from .fsutil import read_fd
