@@ -29,7 +29,7 @@ from .ignore import IgnoreRules
 from .lock import project_lock
 from .project import Project
 from .scan import ScanResult
-from .snapshot import TreeLoader, capture, record, working_scan
+from .snapshot import TreeLoader, record, working_scan
 from .tree import DIR, FILE, LARGE, LINK, Entry
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -238,7 +238,23 @@ def _chmod(pfd: int, name: str, mode: int) -> None:
         os.close(fd)
 
 
-def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str, progress=None) -> int:
+def _note_written(written: dict, op: Op, name: str, pfd: int, mine: os.stat_result) -> None:
+    """The stat-cache entry of a file just written, if it is still the file written (same
+    inode, size and mtime; the rename changed only its ctime, read here)."""
+    try:
+        st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+    except OSError:
+        return
+    if S.S_ISREG(st.st_mode) and (st.st_ino, st.st_size, st.st_mtime_ns) == (mine.st_ino, mine.st_size,
+                                                                           mine.st_mtime_ns):
+        written[op.path] = (FILE, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                            S.S_IMODE(st.st_mode), op.entry.oid)
+
+
+def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str, progress=None,
+               written: dict[str, tuple] | None = None) -> int:
+    """Apply the plan's operations; `written` gets, for each file written, the stat-cache
+    entry of what was written (the scan after the restore then need not read it back)."""
     dirs = _Dirs(project.root)
     counter = 0
     done = 0
@@ -267,11 +283,15 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
                     try:
                         write_all(fd, blob)
                         os.fchmod(fd, op.entry.mode)
+                        mine = os.fstat(fd) if written is not None else None
                     finally:
                         os.close(fd)
                 else:
                     os.symlink(os.fsdecode(blob), tmp, dir_fd=pfd)
+                    mine = None
                 os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                if mine is not None:
+                    _note_written(written, op, name, pfd, mine)
             elif op.action == "chmod":
                 _chmod(pfd, name, op.entry.mode)
             done += 1
@@ -281,18 +301,26 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
 
 
 def restore(project: Project, target: Checkpoint, paths: list[str] | None = None,
-            is_undo: bool = False, lock_timeout: float = 30.0, progress=None):
-    """Take the safety checkpoint, re-plan from it, verify every object, apply.
-    Returns (safety checkpoint, plan applied, operations done)."""
+            is_undo: bool = False, lock_timeout: float = 30.0, progress=None, before_apply=None,
+            skip_if_empty: bool = False):
+    """Scan the tree (storing it), plan from that scan, take the safety checkpoint of it,
+    verify every object, apply. `before_apply(plan, scan)` sees the plan before anything is
+    written (it may raise to stop); with `skip_if_empty` an empty plan takes no checkpoint
+    and returns (None, plan, 0). Returns (safety checkpoint, plan applied, operations done)."""
     with project_lock(project.home, project.id, timeout=lock_timeout):
         recover(project)
         if project.catalog.checkpoint(project.id, target.number) is None:
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
                                      hint="the ring or the retention removed it; `rewind list` shows what is left")
-        safety, current = capture(project, "rewind", restore_target=target.number, locked=True, full=True,
-                                  progress=progress,
-                                  message=("undo" if is_undo else f"before rewind to {target.number}"))
+        _, current, _ = record(project, None, locked=True, full=True, progress=progress)
         plan = plan_restore(project, target, current, paths)
+        if before_apply is not None:
+            before_apply(plan, current)
+        if skip_if_empty and plan.empty:
+            return None, plan, 0
+        # the checkpoint of the tree just scanned: nothing is read again
+        safety, _, _ = record(project, "rewind", restore_target=target.number, locked=True, touched={},
+                              message=("undo" if is_undo else f"before rewind to {target.number}"))
         # every object the plan needs is read and verified before the tree is touched
         data: dict[str, bytes] = {}
         budget = _MEMORY_BUDGET
@@ -312,11 +340,14 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         jpath = _journal_path(project)
         ensure_private_dir(os.path.dirname(jpath))
         atomic_write(jpath, json.dumps(journal).encode())
-        done = apply_plan(project, plan, data, tag, progress)
+        written: dict[str, tuple] = {}
+        done = apply_plan(project, plan, data, tag, progress, written)
         os.sync()
         os.unlink(jpath)
-        # what the restore wrote is attributed to it
-        record(project, None, locked=True, forced=("rewind", None, None, None))
+        # what the restore wrote is attributed to it; only those paths are read again
+        touched = {op.path: ("c" if op.action == "mkdir" else "m") for op in plan.ops}
+        record(project, None, locked=True, forced=("rewind", None, None, None), touched=touched,
+               hints=written)
         return safety, plan, done
 
 

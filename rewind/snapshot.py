@@ -30,7 +30,7 @@ from .objects import Store
 from .project import Project, git_state
 from .retention import enforce
 from .scan import ScanResult, scan, scan_dirty
-from .tree import FILE, Entry, Tree
+from .tree import DIR, FILE, Entry, Tree
 
 
 class TreeLoader:
@@ -188,24 +188,38 @@ def _git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tup
 def record(project: Project, kind: str | None, *, message: str | None = None, meta: dict | None = None,
            lock_timeout: float = 30.0, restore_target: int | None = None, locked: bool = False,
            forced: tuple | None = None, extra: list[ChangeRow] | None = None, full: bool = False,
-           baseline: bool = False, progress=None, settings=config.LOAD):
+           baseline: bool = False, progress=None, settings=config.LOAD,
+           touched: dict[str, str] | None = None, hints: dict[str, tuple] | None = None):
     """Scan, attribute the segment since the last scan, and with a `kind` take checkpoint.
     The scan is quick (the watcher's dirty set) when the watcher can be trusted, else full;
     `full` forces a full one (a restore needs every protected path), `baseline` is the
-    watcher's own first scan. Returns (checkpoint or None, scan result, the scan's timestamp)."""
+    watcher's own first scan; `touched` (path -> "m" or "c", as the watcher's events) is
+    everything a restore just wrote: only those paths are read again, and the watcher's
+    events stay for the next scan; `hints` are stat-cache entries of files the restore wrote,
+    trusted as any cache entry (same inode, size, times and mode, and older than the scan).
+    Returns (checkpoint or None, scan result, timestamp)."""
     guard = nullcontext() if locked else project_lock(project.home, project.id, timeout=lock_timeout)
     with guard:
         store, catalog = project.store, project.catalog
         state = catalog.scan_state(project.id)
-        plan = dirtymod.plan(project, state, force_full=full or baseline)
+        if touched is not None and state["last_tree"]:
+            plan = dirtymod.ScanPlan(True, None, touched, state.get("consumed_seq") or 0, None)
+        else:
+            touched = None
+            plan = dirtymod.plan(project, state, force_full=full or baseline)
         last_tree, last_ns = state["last_tree"], state["last_scan_ns"] or 0
         load = TreeLoader(store)
         fs_now = store.fs_now()
         scan_start = time.time_ns()
         try:
             if plan.quick:
-                result = scan_dirty(project.root, store, catalog.statcache_lookup(project.id), fs_now,
-                                    last_tree, load, plan.dirty)
+                cache = catalog.statcache_lookup(project.id)
+                if hints:
+                    hints = {p: h for p, h in hints.items() if h[2] < fs_now}   # git's racy rule
+                    cache = _Hinted(cache, hints)
+                result = scan_dirty(project.root, store, cache, fs_now, last_tree, load, plan.dirty)
+                if hints:
+                    _keep_hints(result, load, hints)
             else:
                 result = scan(project.root, store, catalog.load_statcache(project.id), fs_now, progress=progress)
             store.flush()
@@ -218,7 +232,9 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             last_tree = prev.tree
         load.cache.update(result.trees)
         stats = result.stats.to_json()
-        if plan.quick:
+        if touched == {}:                 # nothing read: the checkpoint of the last scan, its figures
+            stats = _json(state["last_stats"]) or stats
+        elif plan.quick:
             stats = dirtymod.merge_stats(project.root, _json(state["last_stats"]), stats, result.listed or [])
         segment: list[ChangeRow] = []
         if last_tree is not None and last_tree != result.root:
@@ -258,10 +274,12 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                     enforce(catalog, project.id, settings, cp.created_ns)
             catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed,
                                      result.removed_prefixes)
-            counts = {"quick_scans": state["quick_scans"] + 1} if plan.quick else \
-                {"full_scans": state["full_scans"] + 1}
+            counts = {} if touched is not None else {"quick_scans": state["quick_scans"] + 1} if plan.quick \
+                else {"full_scans": state["full_scans"] + 1}
             if plan.reason:
                 counts.update(fallbacks=state["fallbacks"] + 1, fallback=plan.reason, fallback_ns=stamp)
+            if touched is not None:        # the base the watcher's events build on is still the last full one
+                scan_start = state["scan_start_ns"] or 0
             catalog.set_state(project.id, result.root, stamp, scan_start_ns=scan_start,
                               consumed_seq=plan.upto, last_stats=json.dumps(stats), **counts)
             catalog.db.execute("DELETE FROM watch_events WHERE project_id=? AND seq<=?", (project.id, plan.upto))
@@ -269,6 +287,35 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             from .log import log
             log(f"{project.root}: full scan: {plan.reason}")
         return cp, result, stamp
+
+
+class _Hinted:
+    """A stat cache with a restore's fresh entries on top."""
+
+    def __init__(self, base, hints: dict[str, tuple]):
+        self.base, self.hints = base, hints
+
+    def get(self, key: str):
+        hint = self.hints.get(key)
+        return hint if hint is not None else self.base.get(key)
+
+
+def _keep_hints(result: ScanResult, load, hints: dict[str, tuple]) -> None:
+    """The hints the scan used (the file is in the tree with the hinted content and was not
+    read again) become the stat cache's rows."""
+    def get(oid: str):
+        got = result.trees.get(oid)
+        return got if got is not None else load(oid)
+    for path, hint in hints.items():
+        if path in result.cache_upserts:
+            continue
+        tree, parts = get(result.root), path.split("/")
+        for part in parts[:-1]:
+            e = tree.get(part)
+            tree = get(e.oid) if e is not None and e.kind == DIR else {}
+        e = tree.get(parts[-1])
+        if e is not None and e.kind == FILE and e.oid == hint[6]:
+            result.cache_upserts[path] = hint
 
 
 def _json(text: str | None) -> dict | None:

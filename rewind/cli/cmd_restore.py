@@ -104,6 +104,32 @@ def _fork(target, dry_run: bool, root: str) -> None:
     render.out(f"  continue it with:  cd {render.display_path(root)} && claude --resume {new_id}")
 
 
+def _to_now(project, target, paths, title: str, conversation: str) -> None:
+    """`to --yes`: one scan of the tree, the plan shown from it, then applied (the plan is
+    not made twice, nor the tree read twice)."""
+    def show(plan, current) -> None:
+        if plan.empty and not plan.skipped:
+            return
+        not_agent = print_plan(project, plan, title, current)
+        if not_agent:
+            render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
+                       "(you, another session or process).")
+        render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
+    tick = render.progress("rewind")
+    try:
+        safety, _, done = restore(project, target, paths, progress=tick, before_apply=show, skip_if_empty=True)
+    finally:
+        if tick is not None:
+            tick.close()
+    if safety is None:
+        render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
+    else:
+        render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
+                   f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
+    if conversation:
+        _fork(target, False, project.root)
+
+
 def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "") -> None:
     project = project_for(project_dir)
     try:
@@ -115,11 +141,14 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
             from ..conversation import fork
             fork(target, dry_run=True)       # refuse before touching the tree if it cannot fork
         paths = project_paths(project, PATHS_REF())
-        current = working_scan(project)
-        plan = plan_for_display(project, target, paths, current)
         scope = f" (only {', '.join(p or '.' for p in paths)})" if paths else ""
         title = (f"Rewind {project.root} to checkpoint {target.number}{scope}: {target.kind}, "
                  f"{render.age(target.created_at)}: {render.short(describe(target), 60)}")
+        if yes and not dry_run:
+            _to_now(project, target, paths, title, conversation)
+            return
+        current = working_scan(project)
+        plan = plan_for_display(project, target, paths, current)
         if dry_run:
             print_plan(project, plan, title, current)
             if conversation:
