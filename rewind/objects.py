@@ -149,6 +149,21 @@ class Store:
         self._staged.clear()
 
     # -- reading ---------------------------------------------------------------------
+    def head(self, oid: str, n: int = 8192) -> bytes:
+        """The first `n` bytes of an object, unverified: for a look (is it binary?), never
+        for restoring. Reads only the start of the file and inflates only n bytes."""
+        with open(self._staged.get(oid) or self.path(oid), "rb") as f:
+            codec = f.read(1)
+            if codec != bytes([ZLIB]):
+                return f.read(n)
+            d, out = zlib.decompressobj(), b""
+            while len(out) < n and not d.eof:
+                more = d.unconsumed_tail or f.read(16384)
+                if not more:
+                    break
+                out += d.decompress(more, n - len(out))
+            return out
+
     def get(self, oid: str) -> bytes:
         """The object's bytes, verified against its id (CorruptObject otherwise)."""
         staged = self._staged.get(oid)

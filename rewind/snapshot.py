@@ -387,7 +387,7 @@ def live_changes(project: Project, cp: Checkpoint,
 
 def _blob_binary(store: Store, oid: str) -> bool:
     try:
-        return b"\0" in store.get(oid)[:8192]
+        return b"\0" in store.head(oid, 8192)
     except Exception:
         return False
 

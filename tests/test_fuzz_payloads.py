@@ -128,3 +128,17 @@ def test_hostile_payloads_never_break_the_agent_or_reach_outside(world, agent, m
         report = verify(cat, Store(home))
         cat.close()
         assert report.ok, report.problems[:5]
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.one_of(st.binary(max_size=3000), st.binary(min_size=1, max_size=40).map(lambda b: b * 2000)),
+       n=st.integers(min_value=0, max_value=100_000))
+def test_an_objects_head_is_the_start_of_its_bytes(tmp_path_factory, data, n):
+    """`Store.head` (the binary check's look) inflates only the start of an object: it must
+    give exactly data[:n], compressed or stored raw, short or long."""
+    from rewind.objects import Store
+    store = Store(str(tmp_path_factory.mktemp("home")))
+    oid = store.put(data)
+    assert store.head(oid, n) == data[:n]          # staged
+    store.flush()
+    assert store.head(oid, n) == data[:n]          # in place
