@@ -24,6 +24,71 @@ _SAMPLE = 64 * 1024
 _FEW = 256  # batches up to this size sync file by file (a hook's); larger ones sync everything once
 
 
+_ASYNC_AFTER = 64       # a batch past this many objects compresses and writes on other threads
+_ASYNC_MIN = 2048       # ...those of this size or more (smaller ones are not worth a hand-off)
+_ASYNC_THREADS = 2
+_ASYNC_BYTES = 64 << 20  # at most this much data waiting for the writers
+
+
+class _Writers:
+    """Threads that compress and write staged objects while the scan reads on. zlib and
+    hashlib release the GIL on large buffers, so a first snapshot uses a second core; the
+    queue holds at most _ASYNC_BYTES, so memory stays bounded."""
+
+    def __init__(self, write):
+        import threading
+        self.write = write
+        self.cond = threading.Condition()
+        self.items: list[tuple[bytes, str]] = []
+        self.waiting = 0
+        self.busy = 0
+        self.closing = False
+        self.error: BaseException | None = None
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(_ASYNC_THREADS)]
+        for t in self.threads:
+            t.start()
+
+    def submit(self, data: bytes, tmp: str) -> None:
+        with self.cond:
+            while self.waiting + len(data) > _ASYNC_BYTES and self.items and self.error is None:
+                self.cond.wait()
+            if self.error is not None:
+                raise self.error
+            self.items.append((data, tmp))
+            self.waiting += len(data)
+            self.cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.items and not self.closing:
+                    self.cond.wait()
+                if not self.items:
+                    return
+                data, tmp = self.items.pop()
+                self.busy += 1
+            try:
+                if self.error is None:
+                    self.write(data, tmp)
+            except BaseException as e:  # handed to the scan at its next submit or at flush
+                with self.cond:
+                    self.error = self.error or e
+            finally:
+                with self.cond:
+                    self.busy -= 1
+                    self.waiting -= len(data)
+                    self.cond.notify_all()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closing = True
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join()
+        if self.error is not None:
+            raise self.error
+
+
 def is_oid(value) -> bool:
     """64 lowercase hex digits: the only names the store resolves (never a path)."""
     return isinstance(value, str) and len(value) == 64 and not value.strip("0123456789abcdef")
@@ -62,8 +127,7 @@ class Store:
         self.objects = os.path.join(home, "objects")
         self.tmp = os.path.join(home, "tmp")
         self._staged: dict[str, str] = {}   # id -> temp file
-        self.written = 0                     # objects newly written by this Store
-        self.written_bytes = 0
+        self._pool: _Writers | None = None  # background compress-and-write, for big batches
 
     def fs_now(self) -> int:
         """The filesystem's idea of now, read from a file made in tmp/: file times lag and
@@ -101,6 +165,18 @@ class Store:
             pass
         ensure_private_dir(self.tmp)
         tmp = os.path.join(self.tmp, f"{oid[:16]}.{os.getpid()}.{len(self._staged)}")
+        self._staged[oid] = tmp
+        if len(self._staged) > _ASYNC_AFTER and len(data) >= _ASYNC_MIN:
+            self._writers().submit(data, tmp)
+        else:
+            try:
+                self._write(data, tmp)
+            except BaseException:
+                del self._staged[oid]
+                raise
+        return oid
+
+    def _write(self, data: bytes, tmp: str) -> None:
         body = encode(data)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -113,15 +189,23 @@ class Store:
                 pass
             raise
         os.close(fd)
-        self._staged[oid] = tmp
-        self.written += 1
-        self.written_bytes += len(body)
-        return oid
+
+    def _writers(self) -> "_Writers":
+        if self._pool is None:
+            self._pool = _Writers(self._write)
+        return self._pool
+
+    def _settle(self) -> None:
+        """Wait for the background writers; raise the first error they met."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close()
 
     def flush(self) -> None:
         """Make every staged object durable under its real name."""
         if not self._staged:
             return
+        self._settle()
         many = len(self._staged) > _FEW
         if many:
             os.sync()
@@ -141,6 +225,10 @@ class Store:
         self._staged.clear()
 
     def discard(self) -> None:
+        try:
+            self._settle()
+        except BaseException:
+            pass                         # what they wrote is removed below all the same
         for tmp in self._staged.values():
             try:
                 os.unlink(tmp)
@@ -167,6 +255,8 @@ class Store:
     def get(self, oid: str) -> bytes:
         """The object's bytes, verified against its id (CorruptObject otherwise)."""
         staged = self._staged.get(oid)
+        if staged is not None and self._pool is not None:
+            self._settle()
         try:
             with open(staged or self.path(oid), "rb") as f:
                 raw = f.read()

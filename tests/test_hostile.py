@@ -292,7 +292,8 @@ def test_crafted_catalog_rows_and_trees_cannot_reach_outside(tmp_path):
 # -- a full disk, a read-only store ----------------------------------------------------------------
 
 @pytest.mark.skipif(not ROOT, reason="mounting a small tmpfs needs root")
-def test_a_full_disk_gives_a_clear_error_and_nothing_half_written(tmp_path):
+@pytest.mark.parametrize("files", [1, 250], ids=["one-big-file", "many-files-on-background-writers"])
+def test_a_full_disk_gives_a_clear_error_and_nothing_half_written(tmp_path, files):
     home = tmp_path / "small-home"
     home.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(home)]).returncode:
@@ -302,13 +303,14 @@ def test_a_full_disk_gives_a_clear_error_and_nothing_half_written(tmp_path):
         root = tmp_path / "proj"
         write(root, "small.txt", "fits")
         run_rewind("save", cwd=root, env=env, check=0)
-        write(root, "big.bin", os.urandom(600_000))       # incompressible: cannot fit
+        for i in range(files):                             # incompressible: cannot fit
+            write(root, f"big/{i}.bin", os.urandom(600_000 // files))
         proc = run_rewind("save", cwd=root, env=env)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr
         assert proc.stderr.startswith("error:") and proc.stderr.count("\n") == 1, proc.stderr
         assert "space" in proc.stderr.lower()
         assert not list((home / "tmp").glob("*")) if (home / "tmp").exists() else True
-        os.unlink(root / "big.bin")
+        shutil.rmtree(root / "big")
         report = json.loads(run_rewind("verify", "--json", cwd=root, env=env, check=0).stdout)
         assert report["ok"]
         assert len(json.loads(run_rewind("list", "--json", cwd=root, env=env, check=0).stdout)) == 1
