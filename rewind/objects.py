@@ -4,10 +4,18 @@ An object's id is the SHA-256 of its uncompressed bytes. On disk it lives at
 objects/<2 hex>/<62 hex>, mode 0600, as one codec byte followed by the payload
 (0 = stored raw, 1 = zlib). Every read decompresses and re-hashes, so a damaged object
 is always caught. Writes are staged in tmp/ and made durable in batches: data synced,
-then renamed into place, then the shard directories synced, so a crash never leaves a
-half object under a real name. A hook's batch syncs its files on a few threads (the
-filesystem commits them together); a first snapshot of 100,000 files syncs the
-filesystem once instead of paying 100,000 fsyncs.
+then renamed into place, then the directories synced, so a crash never leaves a half
+object under a real name.
+
+A batch's first _FEW objects (all of a hook's) are loose files, synced on a few threads
+(the filesystem commits concurrent fsyncs together). The rest of a big batch (a first
+snapshot, a large rewind) goes into one pack, packs/<name>.pack: the objects' bodies one
+after another, then an index sorted by id (id, offset, length), then a trailer. One file
+and one fsync instead of 100,000, and no 4 KB block per small object. Packs are never
+modified: gc deletes a pack when nothing in it is referenced any more. `put` never relies
+on a packed object (it writes a loose copy if no loose one exists), so gc's protocol for
+reused objects concerns loose files only; packed objects are reached from checkpoints,
+last scanned trees and stat caches, all of which gc marks.
 """
 
 from __future__ import annotations
@@ -21,7 +29,12 @@ from .fsutil import ensure_private_dir, fsync_dir, fsync_path, in_parallel, writ
 
 RAW, ZLIB = 0, 1
 _SAMPLE = 64 * 1024
-_FEW = 256  # batches up to this size sync file by file (a hook's); larger ones sync everything once
+_FEW = 256  # a batch's first objects are loose files; past this many they go into a pack
+PACKS_DIR = "packs"
+_MAGIC, _END = b"RWPACK1\n", b"RWPKEND\n"
+_REC = 48                # index record: 32-byte id, 8-byte offset, 8-byte length
+_TRAILER = 24            # index offset, count, _END
+_PACKED = ""             # _staged value of an object in the batch's pack
 
 
 _ASYNC_AFTER = 64       # a batch past this many objects compresses and writes on other threads
@@ -39,7 +52,7 @@ class _Writers:
         import threading
         self.write = write
         self.cond = threading.Condition()
-        self.items: list[tuple[bytes, str]] = []
+        self.items: list[tuple[bytes, str]] = []     # (data, tmp path or the id of a packed one)
         self.waiting = 0
         self.busy = 0
         self.closing = False
@@ -128,6 +141,8 @@ class Store:
         self.tmp = os.path.join(home, "tmp")
         self._staged: dict[str, str] = {}   # id -> temp file
         self._pool: _Writers | None = None  # background compress-and-write, for big batches
+        self._pack: _PackWriter | None = None   # this batch's pack, past _FEW objects
+        self._packs: dict[str, _Pack] | None = None   # packs on disk, opened on first need
 
     def fs_now(self) -> int:
         """The filesystem's idea of now, read from a file made in tmp/: file times lag and
@@ -148,7 +163,7 @@ class Store:
         return os.path.join(self.objects, oid[:2], oid[2:])
 
     def has(self, oid: str) -> bool:
-        return oid in self._staged or os.path.exists(self.path(oid))
+        return oid in self._staged or os.path.exists(self.path(oid)) or self._find_packed(oid) is not None
 
     # -- writing ---------------------------------------------------------------------
     def put(self, data: bytes, oid: str | None = None) -> str:
@@ -164,20 +179,30 @@ class Store:
         except FileNotFoundError:
             pass
         ensure_private_dir(self.tmp)
-        tmp = os.path.join(self.tmp, f"{oid[:16]}.{os.getpid()}.{len(self._staged)}")
+        if len(self._staged) >= _FEW:
+            if self._pack is None:
+                self._pack = _PackWriter(self.tmp)
+            tmp = _PACKED
+        else:
+            tmp = os.path.join(self.tmp, f"{oid[:16]}.{os.getpid()}.{len(self._staged)}")
         self._staged[oid] = tmp
         if len(self._staged) > _ASYNC_AFTER and len(data) >= _ASYNC_MIN:
-            self._writers().submit(data, tmp)
+            self._writers().submit(data, tmp or oid)
         else:
             try:
-                self._write(data, tmp)
+                self._write(data, tmp or oid)
             except BaseException:
                 del self._staged[oid]
                 raise
         return oid
 
     def _write(self, data: bytes, tmp: str) -> None:
+        """Compress and write one object: into the batch's pack (`tmp` is then its id) or
+        to its own staging file."""
         body = encode(data)
+        if is_oid(tmp):
+            self._pack.append(tmp, body)
+            return
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             write_all(fd, body)
@@ -206,22 +231,21 @@ class Store:
         if not self._staged:
             return
         self._settle()
-        many = len(self._staged) > _FEW
-        if many:
-            os.sync()
-        else:
-            in_parallel(fsync_path, self._staged.values())
+        loose = [(oid, tmp) for oid, tmp in self._staged.items() if tmp]
+        in_parallel(fsync_path, [tmp for _, tmp in loose])
+        if self._pack is not None:
+            pack, self._pack = self._pack, None
+            name = pack.finish(os.path.join(self.home, PACKS_DIR))     # synced, renamed, dir synced
+            if self._packs is not None:
+                self._packs[name] = _Pack(os.path.join(self.home, PACKS_DIR, name))
         shards = set()
-        for oid, tmp in self._staged.items():
+        for oid, tmp in loose:
             shard = os.path.join(self.objects, oid[:2])
             if shard not in shards:
                 ensure_private_dir(shard)
                 shards.add(shard)
             os.replace(tmp, self.path(oid))
-        if many:
-            os.sync()
-        else:
-            in_parallel(fsync_dir, shards)
+        in_parallel(fsync_dir, shards)
         self._staged.clear()
 
     def discard(self) -> None:
@@ -231,16 +255,32 @@ class Store:
             pass                         # what they wrote is removed below all the same
         for tmp in self._staged.values():
             try:
-                os.unlink(tmp)
+                if tmp:
+                    os.unlink(tmp)
             except FileNotFoundError:
                 pass
+        if self._pack is not None:
+            self._pack.abort()
+            self._pack = None
         self._staged.clear()
 
     # -- reading ---------------------------------------------------------------------
     def head(self, oid: str, n: int = 8192) -> bytes:
         """The first `n` bytes of an object, unverified: for a look (is it binary?), never
         for restoring. Reads only the start of the file and inflates only n bytes."""
-        with open(self._staged.get(oid) or self.path(oid), "rb") as f:
+        staged = self._staged.get(oid)
+        if staged is not None and self._pool is not None:
+            self._settle()
+        f = None
+        if staged != _PACKED:
+            try:
+                f = open(staged or self.path(oid), "rb")
+            except FileNotFoundError:
+                pass
+        if f is None:
+            import io
+            f = io.BytesIO(self._raw(oid))       # packed: its body is one slice anyway
+        with f:
             codec = f.read(1)
             if codec != bytes([ZLIB]):
                 return f.read(n)
@@ -252,20 +292,181 @@ class Store:
                 out += d.decompress(more, n - len(out))
             return out
 
-    def get(self, oid: str) -> bytes:
-        """The object's bytes, verified against its id (CorruptObject otherwise)."""
+    def _raw(self, oid: str) -> bytes:
+        """An object's stored bytes (codec byte and payload): staged, loose or packed."""
         staged = self._staged.get(oid)
         if staged is not None and self._pool is not None:
             self._settle()
+        if staged == _PACKED:
+            return self._pack.read(oid)
         try:
             with open(staged or self.path(oid), "rb") as f:
-                raw = f.read()
+                return f.read()
         except FileNotFoundError:
-            raise CorruptObject(oid, "missing") from None
+            pass
+        found = self._find_packed(oid)
+        if found is None:
+            raise CorruptObject(oid, "missing")
+        pack, off, length = found
+        return pack.read(off, length)
+
+    def _find_packed(self, oid: str):
+        """(pack, offset, length) of a packed object, or None. Packs written since the
+        last look are looked at before saying no."""
+        if not is_oid(oid):
+            return None
+        key = bytes.fromhex(oid)
+        if self._packs is None:
+            self._packs = {}
+        for attempt in (0, 1):
+            for pack in self._packs.values():
+                hit = pack.find(key)
+                if hit is not None:
+                    return (pack, *hit)
+            if attempt == 0 and not self._rescan_packs():
+                return None
+        return None
+
+    def _rescan_packs(self) -> bool:
+        """Open packs not seen yet (and forget deleted ones); True if something changed."""
+        pdir = os.path.join(self.home, PACKS_DIR)
         try:
-            data = decode(raw)
-        except (ValueError, zlib.error):
-            raise CorruptObject(oid, "damaged (does not decompress)") from None
-        if digest_of(data) != oid:
-            raise CorruptObject(oid, "damaged (content does not match its id)")
-        return data
+            names = {n for n in os.listdir(pdir) if n.endswith(".pack")}
+        except FileNotFoundError:
+            names = set()
+        changed = False
+        for gone in set(self._packs) - names:
+            del self._packs[gone]
+            changed = True
+        for name in names - set(self._packs):
+            try:
+                self._packs[name] = _Pack(os.path.join(pdir, name))
+                changed = True
+            except (OSError, ValueError):
+                continue        # deleted meanwhile, or damaged: `verify` names what it held
+        return changed
+
+    def packs(self) -> dict[str, "_Pack"]:
+        """Every pack on disk, by file name."""
+        if self._packs is None:
+            self._packs = {}
+        self._rescan_packs()
+        return dict(self._packs)
+
+    def get(self, oid: str) -> bytes:
+        """The object's bytes, verified against its id (CorruptObject otherwise)."""
+        try:
+            return _verified(oid, self._raw(oid))
+        except CorruptObject as e:
+            if e.problem == "missing" or oid in self._staged:
+                raise
+            found = self._find_packed(oid)       # a damaged loose copy: a packed one may be whole
+            if found is None:
+                raise
+            pack, off, length = found
+            return _verified(oid, pack.read(off, length))
+
+
+def _verified(oid: str, raw: bytes) -> bytes:
+    try:
+        data = decode(raw)
+    except (ValueError, zlib.error):
+        raise CorruptObject(oid, "damaged (does not decompress)") from None
+    if digest_of(data) != oid:
+        raise CorruptObject(oid, "damaged (content does not match its id)")
+    return data
+
+
+class _PackWriter:
+    """The pack a big batch appends to, in tmp/ until `finish`."""
+
+    def __init__(self, tmp_dir: str):
+        import threading
+        self.path = os.path.join(tmp_dir, f"pack.{os.getpid()}.{os.urandom(8).hex()}")
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.lock = threading.Lock()         # the background writers append too
+        self.offset = len(_MAGIC)
+        self.index: dict[str, tuple[int, int]] = {}
+        write_all(self.fd, _MAGIC)
+
+    def append(self, oid: str, body: bytes) -> None:
+        with self.lock:
+            write_all(self.fd, body)
+            self.index[oid] = (self.offset, len(body))
+            self.offset += len(body)
+
+    def read(self, oid: str) -> bytes:
+        off, length = self.index[oid]
+        return os.pread(self.fd, length, off)
+
+    def finish(self, packs_dir: str) -> str:
+        """Index and trailer, fsync, rename into packs/, fsync packs/. Returns the name."""
+        records = sorted((bytes.fromhex(oid), off, n) for oid, (off, n) in self.index.items())
+        tail = b"".join(k + off.to_bytes(8, "big") + n.to_bytes(8, "big") for k, off, n in records)
+        tail += self.offset.to_bytes(8, "big") + len(records).to_bytes(8, "big") + _END
+        write_all(self.fd, tail)
+        os.fsync(self.fd)
+        os.close(self.fd)
+        name = f"{os.urandom(16).hex()}.pack"
+        ensure_private_dir(packs_dir)
+        os.replace(self.path, os.path.join(packs_dir, name))
+        fsync_dir(packs_dir)
+        return name
+
+    def abort(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class _Pack:
+    """A pack on disk, mapped: `find` is a binary search of its sorted index."""
+
+    def __init__(self, path: str):
+        import mmap
+        self.path = path
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < len(_MAGIC) + _TRAILER:
+                raise ValueError("too short for a pack")
+            self.mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        tail = self.mm[size - _TRAILER:]
+        if self.mm[:len(_MAGIC)] != _MAGIC or tail[16:] != _END:
+            raise ValueError("not a pack")
+        self.index_at = int.from_bytes(tail[:8], "big")
+        self.count = int.from_bytes(tail[8:16], "big")
+        if self.index_at + self.count * _REC + _TRAILER != size:
+            raise ValueError("a pack whose index does not fit")
+
+    def find(self, key: bytes) -> tuple[int, int] | None:
+        mm, base = self.mm, self.index_at
+        lo, hi = 0, self.count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = base + mid * _REC
+            k = mm[at:at + 32]
+            if k < key:
+                lo = mid + 1
+            elif k > key:
+                hi = mid
+            else:
+                return int.from_bytes(mm[at + 32:at + 40], "big"), int.from_bytes(mm[at + 40:at + 48], "big")
+        return None
+
+    def read(self, off: int, length: int) -> bytes:
+        if off + length > self.index_at:
+            raise CorruptObject("?", f"an index entry of {os.path.basename(self.path)} points past its objects")
+        return self.mm[off:off + length]
+
+    def entries(self):
+        """(id, offset, length) of every object in the pack."""
+        mm, base = self.mm, self.index_at
+        for i in range(self.count):
+            at = base + i * _REC
+            yield (mm[at:at + 32].hex(), int.from_bytes(mm[at + 32:at + 40], "big"),
+                   int.from_bytes(mm[at + 40:at + 48], "big"))
