@@ -27,15 +27,6 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def fsync_path(path: str) -> None:
-    """fsync a file by name: on Linux fsync flushes the inode, whichever descriptor wrote it."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def in_parallel(fn, items, width: int = 8) -> None:
     """fn(item) for each item on up to `width` threads; the first error is raised after all
     have stopped. A journaling filesystem commits concurrent fsyncs together: 150 small

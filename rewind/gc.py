@@ -34,7 +34,7 @@ from .clock import iso, now_ns
 from .constants import OBJECTS_DIR, TMP_DIR
 from .errors import CorruptObject, RewindError
 from .lock import store_lock, try_lock
-from .objects import PACKS_DIR, Store, _Pack
+from .objects import _SMALL_PACK, PACKS_DIR, Store, _Pack, _PackWriter
 from .retention import enforce
 from .tree import DIR, FILE, LARGE, LINK
 
@@ -63,6 +63,7 @@ class GcReport:
     objects_spared: int = 0      # unreferenced but newer than the start (a writer's, in flight)
     packed_dead: int = 0         # unreferenced, kept in a pack that holds referenced ones
     packed_dead_bytes: int = 0
+    packs_merged: int = 0        # small packs whose referenced objects went into one
     temp_files_removed: int = 0
     seconds: float = 0.0
 
@@ -217,6 +218,7 @@ def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, d
         names = sorted(n for n in os.listdir(pdir) if n.endswith(".pack"))
     except FileNotFoundError:
         return
+    small: list[tuple[str, _Pack]] = []
     for name in names:
         path = os.path.join(pdir, name)
         try:
@@ -225,11 +227,13 @@ def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, d
             mtime = os.stat(path).st_mtime_ns
         except (OSError, ValueError):
             continue                   # damaged or gone: kept; `verify` names what it held
-        try:
-            entries = list(pack.entries())
-        finally:
-            pack.mm.close()
+        entries = list(pack.entries())
         live = [n for oid, _, n in entries if oid in marked]
+        dead_bytes = sum(n for _, _, n in entries) - sum(live)
+        if live and mtime < start_ns and (pack.count <= _SMALL_PACK or 2 * dead_bytes > size):
+            small.append((path, pack, len(entries) - len(live), size))
+        else:
+            pack.mm.close()
         if live:
             report.objects_kept += len(live)
             report.bytes_kept += size
@@ -248,6 +252,63 @@ def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, d
                     os.unlink(held)
                 except FileNotFoundError:
                     pass
+    _merge_small(home, small, marked, report, dry_run)
+
+
+def _merge_small(home: str, small: list, marked: set[str], report: GcReport, dry_run: bool) -> None:
+    """A prompt's checkpoint makes a small pack, and readers open packs one by one; so gc
+    copies the referenced objects of the small packs (and of big ones mostly unreferenced),
+    all older than its start, into one new pack, synced, before it deletes them. A lone
+    pack is rewritten only to leave unreferenced objects out. Killed midway, both copies
+    stay: no harm."""
+    try:
+        if not small or (len(small) == 1 and small[0][2] == 0):
+            return
+        from .objects import _MAGIC, _REC, _TRAILER
+        report.packs_merged = len(small)
+        keep: dict[str, int] = {}
+        copies = 0
+        for _, pack, *_ in small:
+            for oid, _, length in pack.entries():
+                copies += 1
+                if oid in marked:
+                    keep.setdefault(oid, length)
+        old_bytes = sum(size for *_, size in small)
+        new_bytes = len(_MAGIC) + sum(keep.values()) + _REC * len(keep) + _TRAILER
+        # on disk, the merged packs become one of new_bytes; the copies left out are swept
+        report.packed_dead -= sum(dead for *_, dead, _ in small)
+        report.packed_dead_bytes = max(0, report.packed_dead_bytes - sum(
+            n for _, pack, *_ in small for oid, _, n in pack.entries() if oid not in marked))
+        dead_total = sum(dead for *_, dead, _ in small)
+        report.objects_kept -= (copies - dead_total) - len(keep)     # duplicates become one
+        report.objects_swept += copies - len(keep)
+        report.bytes_swept += old_bytes - new_bytes
+        report.bytes_kept += new_bytes - old_bytes
+        if dry_run:
+            return
+        writer = _PackWriter(os.path.join(home, TMP_DIR))
+        try:
+            seen: set[str] = set()
+            for _, pack, *_ in small:
+                for oid, off, length in pack.entries():
+                    if oid in marked and oid not in seen:
+                        seen.add(oid)
+                        writer.append(oid, pack.read(off, length))
+            writer.finish(os.path.join(home, PACKS_DIR))
+        except BaseException:
+            writer.abort()
+            raise
+        trash = os.path.join(home, TRASH_DIR)
+        for path, *_ in small:
+            held = os.path.join(trash, f"pack-{os.path.basename(path)}")
+            try:
+                os.rename(path, held)
+                os.unlink(held)
+            except FileNotFoundError:
+                pass
+    finally:
+        for _, pack, *_ in small:
+            pack.mm.close()
 
 
 def _clean_tmp(home: str, report: GcReport, dry_run: bool) -> None:

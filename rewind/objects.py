@@ -7,15 +7,16 @@ is always caught. Writes are staged in tmp/ and made durable in batches: data sy
 then renamed into place, then the directories synced, so a crash never leaves a half
 object under a real name.
 
-A batch's first _FEW objects (all of a hook's) are loose files, synced on a few threads
-(the filesystem commits concurrent fsyncs together). The rest of a big batch (a first
-snapshot, a large rewind) goes into one pack, packs/<name>.pack: the objects' bodies one
-after another, then an index sorted by id (id, offset, length), then a trailer. One file
-and one fsync instead of 100,000, and no 4 KB block per small object. Packs are never
-modified: gc deletes a pack when nothing in it is referenced any more. `put` never relies
-on a packed object (it writes a loose copy if no loose one exists), so gc's protocol for
-reused objects concerns loose files only; packed objects are reached from checkpoints,
-last scanned trees and stat caches, all of which gc marks.
+A batch of at most _SMALL objects (an edit tool's pre-image) becomes loose files, synced
+on a few threads. A bigger one (a prompt's checkpoint, a first snapshot, a rewind) goes
+into one pack, packs/<time>-<random>.pack: the objects' bodies one after another, then an
+index sorted by id (id, offset, length), then a trailer; one file and one fsync instead
+of one per object, and no 4 KB block per small object. Packs are never modified. Readers
+look in the newest packs first and open older ones only when they must; gc deletes a
+pack when nothing in it is referenced and merges the small ones. `put` never relies on a
+packed object (it writes a new copy if no loose one exists), so gc's protocol for reused
+objects concerns loose files only; packed objects are reached from checkpoints, last
+scanned trees and stat caches, all of which gc marks.
 """
 
 from __future__ import annotations
@@ -25,16 +26,18 @@ import os
 import zlib
 
 from .errors import CorruptObject
-from .fsutil import ensure_private_dir, fsync_dir, fsync_path, in_parallel, write_all
+from .fsutil import ensure_private_dir, fsync_dir, in_parallel, write_all
 
 RAW, ZLIB = 0, 1
 _SAMPLE = 64 * 1024
-_FEW = 256  # a batch's first objects are loose files; past this many they go into a pack
+_SMALL = 8               # a batch of at most this many objects is loose files; a bigger one a pack
+_SMALL_PACK = 4096       # a pack of at most this many objects is read into a dict when opened
 PACKS_DIR = "packs"
 _MAGIC, _END = b"RWPACK1\n", b"RWPKEND\n"
 _REC = 48                # index record: 32-byte id, 8-byte offset, 8-byte length
 _TRAILER = 24            # index offset, count, _END
 _PACKED = ""             # _staged value of an object in the batch's pack
+_HELD = "-"              # ... of one held in memory until the batch is known to be small or not
 
 
 _ASYNC_AFTER = 64       # a batch past this many objects compresses and writes on other threads
@@ -141,8 +144,12 @@ class Store:
         self.tmp = os.path.join(home, "tmp")
         self._staged: dict[str, str] = {}   # id -> temp file
         self._pool: _Writers | None = None  # background compress-and-write, for big batches
-        self._pack: _PackWriter | None = None   # this batch's pack, past _FEW objects
-        self._packs: dict[str, _Pack] | None = None   # packs on disk, opened on first need
+        self._held: dict[str, bytes] = {}       # the batch's first objects, while it may stay small
+        self._loose_tmps: list[str] = []        # staging files written by flush
+        self._pack: _PackWriter | None = None   # this batch's pack, once it is not small
+        self._packs: dict[str, _Pack] = {}      # packs opened so far, by name
+        self._small: dict[bytes, tuple] = {}    # id -> (pack, offset, length) of the small ones
+        self._unopened: list[str] | None = None  # names not opened yet, newest first
 
     def fs_now(self) -> int:
         """The filesystem's idea of now, read from a file made in tmp/: file times lag and
@@ -178,34 +185,40 @@ class Store:
             return oid
         except FileNotFoundError:
             pass
-        ensure_private_dir(self.tmp)
-        if len(self._staged) >= _FEW:
-            if self._pack is None:
-                self._pack = _PackWriter(self.tmp)
-            tmp = _PACKED
-        else:
-            tmp = os.path.join(self.tmp, f"{oid[:16]}.{os.getpid()}.{len(self._staged)}")
-        self._staged[oid] = tmp
+        if self._pack is None and len(self._held) < _SMALL:
+            self._held[oid] = data
+            self._staged[oid] = _HELD
+            return oid
+        if self._pack is None:
+            ensure_private_dir(self.tmp)
+            self._pack = _PackWriter(self.tmp)
+            held, self._held = self._held, {}
+            for hoid, hdata in held.items():
+                self._staged[hoid] = _PACKED
+                self._pack.append(hoid, encode(hdata))
+        self._staged[oid] = _PACKED
         if len(self._staged) > _ASYNC_AFTER and len(data) >= _ASYNC_MIN:
-            self._writers().submit(data, tmp or oid)
+            self._writers().submit(data, oid)
         else:
             try:
-                self._write(data, tmp or oid)
+                self._write(data, oid)
             except BaseException:
                 del self._staged[oid]
                 raise
         return oid
 
-    def _write(self, data: bytes, tmp: str) -> None:
-        """Compress and write one object: into the batch's pack (`tmp` is then its id) or
-        to its own staging file."""
+    def _write(self, data: bytes, oid: str) -> None:
+        """Compress one object and append it to the batch's pack."""
+        self._pack.append(oid, encode(data))
+
+    def _write_loose(self, item: tuple[str, str, bytes]) -> None:
+        """Write and sync one object's staging file."""
+        _, tmp, data = item
         body = encode(data)
-        if is_oid(tmp):
-            self._pack.append(tmp, body)
-            return
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
             write_all(fd, body)
+            os.fsync(fd)
         except BaseException:
             os.close(fd)
             try:
@@ -231,21 +244,28 @@ class Store:
         if not self._staged:
             return
         self._settle()
-        loose = [(oid, tmp) for oid, tmp in self._staged.items() if tmp]
-        in_parallel(fsync_path, [tmp for _, tmp in loose])
+        loose = []
+        if self._held:
+            ensure_private_dir(self.tmp)
+            for i, (oid, data) in enumerate(self._held.items()):
+                tmp = os.path.join(self.tmp, f"{oid[:16]}.{os.getpid()}.{i}")
+                self._loose_tmps.append(tmp)
+                loose.append((oid, tmp, data))
+            in_parallel(self._write_loose, loose)
         if self._pack is not None:
             pack, self._pack = self._pack, None
             name = pack.finish(os.path.join(self.home, PACKS_DIR))     # synced, renamed, dir synced
-            if self._packs is not None:
-                self._packs[name] = _Pack(os.path.join(self.home, PACKS_DIR, name))
+            self._open_pack(name)
         shards = set()
-        for oid, tmp in loose:
+        for oid, tmp, _ in loose:
             shard = os.path.join(self.objects, oid[:2])
             if shard not in shards:
                 ensure_private_dir(shard)
                 shards.add(shard)
             os.replace(tmp, self.path(oid))
         in_parallel(fsync_dir, shards)
+        self._held.clear()
+        self._loose_tmps.clear()
         self._staged.clear()
 
     def discard(self) -> None:
@@ -253,15 +273,16 @@ class Store:
             self._settle()
         except BaseException:
             pass                         # what they wrote is removed below all the same
-        for tmp in self._staged.values():
+        for tmp in self._loose_tmps:
             try:
-                if tmp:
-                    os.unlink(tmp)
+                os.unlink(tmp)
             except FileNotFoundError:
                 pass
         if self._pack is not None:
             self._pack.abort()
             self._pack = None
+        self._loose_tmps.clear()
+        self._held.clear()
         self._staged.clear()
 
     # -- reading ---------------------------------------------------------------------
@@ -272,9 +293,9 @@ class Store:
         if staged is not None and self._pool is not None:
             self._settle()
         f = None
-        if staged != _PACKED:
+        if staged is None:
             try:
-                f = open(staged or self.path(oid), "rb")
+                f = open(self.path(oid), "rb")
             except FileNotFoundError:
                 pass
         if f is None:
@@ -299,58 +320,80 @@ class Store:
             self._settle()
         if staged == _PACKED:
             return self._pack.read(oid)
+        if staged == _HELD:
+            return bytes([RAW]) + self._held[oid]
         try:
-            with open(staged or self.path(oid), "rb") as f:
+            with open(self.path(oid), "rb") as f:
                 return f.read()
         except FileNotFoundError:
             pass
-        found = self._find_packed(oid)
-        if found is None:
-            raise CorruptObject(oid, "missing")
-        pack, off, length = found
-        return pack.read(off, length)
+        for _ in range(3):             # a pack gc merged away meanwhile: look again
+            found = self._find_packed(oid)
+            if found is None:
+                raise CorruptObject(oid, "missing")
+            pack, off, length = found
+            try:
+                return pack.read(off, length)
+            except FileNotFoundError:
+                self._forget_pack(pack)
+        raise CorruptObject(oid, "missing")
 
     def _find_packed(self, oid: str):
-        """(pack, offset, length) of a packed object, or None. Packs written since the
-        last look are looked at before saying no."""
+        """(pack, offset, length) of a packed object, or None. The packs opened so far
+        first, then the others newest first (a hook needs recent trees), then any pack
+        written since the last listing."""
         if not is_oid(oid):
             return None
         key = bytes.fromhex(oid)
-        if self._packs is None:
-            self._packs = {}
-        for attempt in (0, 1):
-            for pack in self._packs.values():
-                hit = pack.find(key)
-                if hit is not None:
-                    return (pack, *hit)
-            if attempt == 0 and not self._rescan_packs():
-                return None
+        hit = self._small.get(key)
+        if hit is not None:
+            return hit
+        for pack in self._packs.values():
+            if pack.small is None:
+                found = pack.find(key)
+                if found is not None:
+                    return (pack, *found)
+        for relisted in (False, True):
+            if self._unopened is None or relisted:
+                self._list_packs()
+            while self._unopened:
+                pack = self._open_pack(self._unopened.pop(0))
+                if pack is None:
+                    continue
+                found = pack.find(key)
+                if found is not None:
+                    return (pack, *found)
         return None
 
-    def _rescan_packs(self) -> bool:
-        """Open packs not seen yet (and forget deleted ones); True if something changed."""
+    def _list_packs(self) -> None:
         pdir = os.path.join(self.home, PACKS_DIR)
         try:
-            names = {n for n in os.listdir(pdir) if n.endswith(".pack")}
+            names = [n for n in os.listdir(pdir) if n.endswith(".pack")]
         except FileNotFoundError:
-            names = set()
-        changed = False
-        for gone in set(self._packs) - names:
-            del self._packs[gone]
-            changed = True
-        for name in names - set(self._packs):
-            try:
-                self._packs[name] = _Pack(os.path.join(pdir, name))
-                changed = True
-            except (OSError, ValueError):
-                continue        # deleted meanwhile, or damaged: `verify` names what it held
-        return changed
+            names = []
+        self._unopened = sorted((n for n in names if n not in self._packs), reverse=True)
+
+    def _open_pack(self, name: str) -> "_Pack | None":
+        try:
+            pack = _Pack(os.path.join(self.home, PACKS_DIR, name))
+        except (OSError, ValueError):
+            return None        # deleted meanwhile, or damaged: `verify` names what it held
+        self._packs[name] = pack
+        if pack.small is not None:
+            for key, (off, length) in pack.small.items():
+                self._small.setdefault(key, (pack, off, length))
+        return pack
+
+    def _forget_pack(self, pack: "_Pack") -> None:
+        self._packs.pop(os.path.basename(pack.path), None)
+        if pack.small is not None:
+            self._small = {k: v for k, v in self._small.items() if v[0] is not pack}
 
     def packs(self) -> dict[str, "_Pack"]:
-        """Every pack on disk, by file name."""
-        if self._packs is None:
-            self._packs = {}
-        self._rescan_packs()
+        """Every pack on disk, by file name (all opened)."""
+        self._list_packs()
+        while self._unopened:
+            self._open_pack(self._unopened.pop(0))
         return dict(self._packs)
 
     def get(self, oid: str) -> bytes:
@@ -407,7 +450,8 @@ class _PackWriter:
         write_all(self.fd, tail)
         os.fsync(self.fd)
         os.close(self.fd)
-        name = f"{os.urandom(16).hex()}.pack"
+        import time
+        name = f"{time.time_ns():020d}-{os.urandom(6).hex()}.pack"   # names sort oldest first
         ensure_private_dir(packs_dir)
         os.replace(self.path, os.path.join(packs_dir, name))
         fsync_dir(packs_dir)
@@ -442,8 +486,16 @@ class _Pack:
         self.count = int.from_bytes(tail[8:16], "big")
         if self.index_at + self.count * _REC + _TRAILER != size:
             raise ValueError("a pack whose index does not fit")
+        self.small: dict[bytes, tuple[int, int]] | None = None
+        if self.count <= _SMALL_PACK:
+            idx = self.mm[self.index_at:self.index_at + self.count * _REC]
+            self.small = {idx[i:i + 32]: (int.from_bytes(idx[i + 32:i + 40], "big"),
+                                          int.from_bytes(idx[i + 40:i + 48], "big"))
+                          for i in range(0, len(idx), _REC)}
 
     def find(self, key: bytes) -> tuple[int, int] | None:
+        if self.small is not None:
+            return self.small.get(key)
         mm, base = self.mm, self.index_at
         lo, hi = 0, self.count
         while lo < hi:

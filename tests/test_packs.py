@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from helpers import REWIND, fingerprint, project, run_rewind, write
-from rewind.objects import _FEW, PACKS_DIR, Store
+from rewind.objects import _SMALL, PACKS_DIR, Store
 
 
 def packs(home) -> list[Path]:
@@ -37,8 +37,7 @@ def test_a_big_first_snapshot_goes_into_one_pack_and_restores_exactly(tmp_path):
     root = tmp_path / "proj"
     big_tree(root)
     run_rewind("save", "-m", "first", cwd=root, check=0)
-    assert len(packs(home)) == 1
-    assert loose(home) == _FEW          # the batch's first objects stay loose
+    assert len(packs(home)) == 1 and loose(home) == 0
     first = fingerprint(root)
     proj = project(root)
     store = Store(home)
@@ -72,35 +71,92 @@ def test_gc_deletes_a_pack_only_when_nothing_in_it_is_referenced(tmp_path):
     for i in range(0, 600, 2):        # half the files change; the other half stay referenced
         write(root, f"d{i % 20}/sub{i % 7}/f{i}.txt", f"new {i}")
     run_rewind("save", cwd=root, check=0)
+    second = fingerprint(root)
     gc = json.loads(run_rewind("gc", "--json", cwd=root, check=0).stdout)
-    assert pack.exists() and gc["packed_dead"] == 0       # checkpoint 1 still names all of it
+    assert gc["packed_dead"] == 0 and gc["objects_swept"] == 0   # both checkpoints name all of it
+    assert gc["packs_merged"] == 2 and len(packs(home)) == 1        # the two small packs became one
+    [pack] = packs(home)
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    run_rewind("to", "2", "--yes", cwd=root, check=0)
+    assert fingerprint(root) == second
+    os.utime(pack, (past, past))
     other = tmp_path / "other"
     write(other, "a.txt", "a")
     run_rewind("save", cwd=other, check=0)
     out = json.loads(run_rewind("forget", "--project", str(root), "--yes", "--json", cwd=other, check=0).stdout)
-    assert not pack.exists() and out["gc"]["objects_swept"] >= 600 - _FEW
+    assert packs(home) == [] and out["gc"]["objects_swept"] >= 600
     assert json.loads(run_rewind("verify", "--json", cwd=other, check=0).stdout)["ok"]
 
 
-def test_a_pack_kept_for_some_objects_reports_the_rest_as_packed_dead(tmp_path, monkeypatch):
+def test_gc_merges_small_packs_leaving_out_what_nothing_references(tmp_path):
     home = os.environ["REWIND_HOME"]
     root = tmp_path / "proj"
     big_tree(root)
     write(root, ".rewind.toml", "ring_size = 1\n")
     run_rewind("save", cwd=root, check=0)
-    [pack] = packs(home)
+    [first] = packs(home)
     past = time.time() - 3600
-    os.utime(pack, (past, past))
+    os.utime(first, (past, past))
     for i in range(0, 600, 2):
         write(root, f"d{i % 20}/sub{i % 7}/f{i}.txt", f"new {i}")
     run_rewind("save", cwd=root, check=0)           # the ring drops checkpoint 1
+    [second] = [p for p in packs(home) if p != first]
+    future = time.time() + 3600                    # as if a writer were still making it
+    os.utime(second, (future, future))
     gc = json.loads(run_rewind("gc", "--json", cwd=root, check=0).stdout)
-    assert pack.exists() and gc["packed_dead"] > 0 and gc["packed_dead_bytes"] > 0
-    assert "stay in packs" in run_rewind("gc", "--dry-run", cwd=root, check=0).stdout
+    assert gc["packs_merged"] == 1 and not first.exists() and second.exists()   # rewritten without the dead
+    assert gc["packed_dead"] == 0 and gc["objects_swept"] >= 300
+    os.utime(second, (past, past))
+    gc = json.loads(run_rewind("gc", "--json", cwd=root, check=0).stdout)
+    assert gc["packs_merged"] == 2 and gc["objects_swept"] == 0 and len(packs(home)) == 1
+    assert not second.exists()
     before = fingerprint(root)
     write(root, "d1/sub1/f1.txt", "scribble")
     run_rewind("to", "2", "--yes", cwd=root, check=0)
     assert fingerprint(root) == before
+    assert json.loads(run_rewind("verify", "--json", cwd=root, check=0).stdout)["ok"]
+
+
+def test_a_big_pack_mostly_referenced_stays_whole_and_its_dead_are_reported(tmp_path, monkeypatch):
+    from rewind import gc as gcmod
+    from rewind.catalog import Catalog
+    monkeypatch.setattr(gcmod, "_SMALL_PACK", 10)   # 600 objects: a big pack, for this test
+    home = os.environ["REWIND_HOME"]
+    root = tmp_path / "proj"
+    big_tree(root)
+    write(root, ".rewind.toml", "ring_size = 1\n")
+    run_rewind("save", cwd=root, check=0)
+    [first] = packs(home)
+    past = time.time() - 3600
+    os.utime(first, (past, past))
+    for i in range(0, 600, 10):                      # a tenth of the files change
+        write(root, f"d{i % 20}/sub{i % 7}/f{i}.txt", f"new {i}")
+    run_rewind("save", cwd=root, check=0)
+    catalog = Catalog(home)
+    report = gcmod.run(home, catalog)
+    catalog.close()
+    assert first.exists() and report.packed_dead >= 60 and report.packed_dead_bytes > 0
+    before = fingerprint(root)
+    write(root, "d1/sub1/f1.txt", "scribble")
+    run_rewind("to", "2", "--yes", cwd=root, check=0)
+    assert fingerprint(root) == before
+
+
+def test_a_prompts_checkpoint_is_one_small_pack_and_an_edit_tools_pre_image_a_loose_file(tmp_path):
+    home = os.environ["REWIND_HOME"]
+    root = tmp_path / "proj"
+    big_tree(root, 100)
+    run_rewind("save", cwd=root, check=0)
+    n_packs, n_loose = len(packs(home)), loose(home)
+    for i in range(10):
+        write(root, f"d{i}/sub{i % 7}/f{i}.txt", f"edit {i}")
+    run_rewind("save", cwd=root, check=0)          # ten blobs and their directories: a pack
+    assert len(packs(home)) == n_packs + 1 and loose(home) == n_loose
+    store = Store(home)
+    oid = store.put(b"one pre-image")               # a batch of one: a loose file
+    store.flush()
+    assert loose(home) == n_loose + 1 and os.path.exists(store.path(oid))
+    assert _SMALL >= 1
 
 
 def test_a_damaged_pack_is_named_by_verify_and_stops_to_before_anything_is_written(tmp_path):

@@ -41,6 +41,8 @@ def _print_report(report: gcmod.GcReport) -> None:
                f"({render.human_size(report.bytes_kept)})")
     if report.objects_spared:
         render.out(f"  {report.objects_spared:,} of them newer than this gc's start (a writer's, in flight)")
+    if report.packs_merged:
+        render.out(f"  {'would merge' if report.dry_run else 'merged'} {report.packs_merged} small packs into one")
     if report.packed_dead:
         render.out(f"  {report.packed_dead:,} unreferenced object(s) ({render.human_size(report.packed_dead_bytes)}) "
                    "stay in packs that hold referenced ones")
