@@ -29,12 +29,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def sizes(path: Path, skip: str | None = None) -> tuple[int, int, int]:
+def sizes(path: Path, skip: tuple[str, ...] = ()) -> tuple[int, int, int]:
     """(files, apparent bytes, allocated bytes) under path."""
     files = apparent = allocated = 0
     for dirpath, dirnames, filenames in os.walk(path):
-        if skip and skip in dirnames:
-            dirnames.remove(skip)
+        dirnames[:] = [d for d in dirnames if d not in skip]
         for name in filenames:
             st = os.lstat(os.path.join(dirpath, name))
             files += 1
@@ -126,15 +125,16 @@ def main() -> int:
         gc_git_s = time.monotonic() - t
 
         proj = sizes(tree)
-        store = sizes(home / "objects")
-        cat = sizes(home, skip="objects")
+        loose, packed = sizes(home / "objects"), sizes(home / "packs")
+        store = tuple(a + b for a, b in zip(loose, packed))      # loose files and packs
+        cat = sizes(home, skip=("objects", "packs"))
         sh = sizes(shadow)
         print(f"{args.files} files generated, {args.prompts} prompts x {args.changes} changed files; "
               f"rewind keeps {kept} checkpoints (gc freed {report.objects_swept} objects)")
         print(f"{'':34}{'files':>8} {'apparent':>12} {'allocated':>12} {'ratio':>7}")
         print(f"{'project tree':34}{proj[0]:8d} {human(proj[1])} {human(proj[2])}")
         print(f"{'shadow git, git gc (reference)':34}{sh[0]:8d} {human(sh[1])} {human(sh[2])} {1:7.2f}")
-        for label, s in (("rewind objects", store), ("rewind catalog + rest", cat)):
+        for label, s in (("rewind objects (loose, packs)", store), ("rewind catalog + rest", cat)):
             print(f"{label:34}{s[0]:8d} {human(s[1])} {human(s[2])} {s[2] / sh[2]:7.2f}")
         total = store[2] + cat[2]
         print(f"{'rewind total':34}{store[0] + cat[0]:8d} {human(store[1] + cat[1])} {human(total)} "

@@ -403,7 +403,7 @@ class Catalog:
         if upserts:
             self.db.executemany("INSERT OR REPLACE INTO statcache(project_id, path, kind, size, mtime_ns,"
                                 " ctime_ns, ino, mode, oid) VALUES (?,?,?,?,?,?,?,?,?)",
-                                [(project_id, os.fsencode(p), *v) for p, v in upserts.items()])
+                                ((project_id, os.fsencode(p), *v) for p, v in upserts.items()))   # no list: memory
 
 
     # -- hook state ----------------------------------------------------------------------
