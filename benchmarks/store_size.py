@@ -125,9 +125,8 @@ def main() -> int:
         gc_git_s = time.monotonic() - t
 
         proj = sizes(tree)
-        loose, packed = sizes(home / "objects"), sizes(home / "packs")
-        store = tuple(a + b for a, b in zip(loose, packed))      # loose files and packs
-        cat = sizes(home, skip=("objects", "packs"))
+        store = sizes(home / "objects")                 # loose files and packs (objects/pack)
+        cat = sizes(home, skip=("objects",))
         sh = sizes(shadow)
         print(f"{args.files} files generated, {args.prompts} prompts x {args.changes} changed files; "
               f"rewind keeps {kept} checkpoints (gc freed {report.objects_swept} objects)")

@@ -9,7 +9,7 @@ object under a real name.
 
 A batch of at most _SMALL objects (an edit tool's pre-image) becomes loose files, synced
 on a few threads. A bigger one (a prompt's checkpoint, a first snapshot, a rewind) goes
-into one pack, packs/<time>-<random>.pack: the objects' bodies one after another, then an
+into one pack, objects/pack/<time>-<random>.pack: the objects' bodies one after another, then an
 index sorted by id (id, offset, length), then a trailer; one file and one fsync instead
 of one per object, and no 4 KB block per small object. Packs are never modified. Readers
 look in the newest packs first and open older ones only when they must; gc deletes a
@@ -32,7 +32,7 @@ RAW, ZLIB = 0, 1
 _SAMPLE = 64 * 1024
 _SMALL = 8               # a batch of at most this many objects is loose files; a bigger one a pack
 _SMALL_PACK = 4096       # a pack of at most this many objects is read into a dict when opened
-PACKS_DIR = "packs"
+PACKS_DIR = os.path.join("objects", "pack")   # content lives under objects/ and nowhere else
 _MAGIC, _END = b"RWPACK1\n", b"RWPKEND\n"
 _REC = 48                # index record: 32-byte id, 8-byte offset, 8-byte length
 _TRAILER = 24            # index offset, count, _END
@@ -458,7 +458,7 @@ class _PackWriter:
         return os.pread(self.fd, v & 0xFFFFFFFF, v >> 32)
 
     def finish(self, packs_dir: str) -> str:
-        """Index and trailer, fsync, rename into packs/, fsync packs/. Returns the name."""
+        """Index and trailer, fsync, rename into objects/pack/, fsync that directory. Returns the name."""
         ids = sorted(self.index)         # hex order is byte order
         index = self.index
         for i in range(0, len(ids), 4096):   # in chunks: a 100,000-object index is 4.8 MB

@@ -377,6 +377,29 @@ class Watcher:
             log(f"watch {self.root}: the first scan failed", e)
 
 
+STOP_GRACE_S = 8.0
+
+
+def _exit_if_stuck() -> None:
+    """Asked to stop, the watcher must go even if a thread hangs: after STOP_GRACE_S the
+    stacks of every thread go to rewind's log and the process exits. Safe: its catalog
+    writes are transactions, and its scan is a hook's scan (a kill is tested harmless)."""
+    import threading
+
+    def give_up() -> None:
+        import faulthandler
+        from .log import log, log_path
+        log(f"watch: still running {STOP_GRACE_S:g} s after it was asked to stop; its threads:")
+        try:
+            with open(log_path(), "a") as f:
+                faulthandler.dump_traceback(file=f, all_threads=True)
+        finally:
+            os._exit(0)
+    timer = threading.Timer(STOP_GRACE_S, give_up)
+    timer.daemon = True
+    timer.start()
+
+
 def serve(root: str, project_id: int, background: bool, idle_s: float | None,
           on_ready=None) -> int:
     """Run the watcher in this process until stopped. Returns 0, or 1 if one runs already."""
@@ -390,6 +413,7 @@ def serve(root: str, project_id: int, background: bool, idle_s: float | None,
         def stop(signum, frame):
             w.stop_reason = "stopped" if signum == signal.SIGTERM else "interrupted"
             w.stop_event.set()
+            _exit_if_stuck()
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         if background:

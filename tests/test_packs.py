@@ -23,7 +23,7 @@ def packs(home) -> list[Path]:
 
 def loose(home) -> int:
     base = Path(home) / "objects"
-    return sum(1 for s in base.iterdir() for _ in s.iterdir()) if base.exists() else 0
+    return sum(1 for s in base.iterdir() if len(s.name) == 2 for _ in s.iterdir()) if base.exists() else 0
 
 
 def big_tree(root: Path, n: int = 600) -> None:

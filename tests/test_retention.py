@@ -94,6 +94,8 @@ def objects_on_disk(home: str) -> dict[str, int]:
     out = {}
     base = Path(home) / "objects"
     for shard in base.iterdir():
+        if shard.name == "pack":
+            continue
         for f in shard.iterdir():
             out[shard.name + f.name] = f.stat().st_size
     for pack in Store(home).packs().values():
@@ -106,6 +108,8 @@ def copies_on_disk(home: str) -> tuple[int, int]:
     """(copies of objects, bytes on disk): loose files, and the entries and files of packs."""
     copies = size = 0
     for shard in (Path(home) / "objects").iterdir():
+        if shard.name == "pack":
+            continue
         for f in shard.iterdir():
             copies += 1
             size += f.stat().st_size

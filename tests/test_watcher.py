@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -286,3 +287,20 @@ def test_watch_in_the_foreground_and_its_controls(tmp_path):
     assert "watching" in out and "stopped" in out
     st = json.loads(run_rewind("watch", "--status", "--json", cwd=root, check=0).stdout)
     assert not st["running"] and st["stopped"]["reason"] == "stopped"
+
+
+def test_a_watcher_stuck_after_being_asked_to_stop_exits_and_logs_its_threads(tmp_path):
+    """The stop signal sets an event the main loop checks; if a thread hangs instead, the
+    process must still go (SessionEnd counts on it) and say where it hung."""
+    home = tmp_path / "home"
+    code = ("import time, rewind.watcher as w\n"
+            "w.STOP_GRACE_S = 0.5\n"
+            "w._exit_if_stuck()\n"
+            "time.sleep(60)      # a main thread that never comes back to its loop\n")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "REWIND_HOME": str(home)},
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 0 and time.monotonic() - started < 20
+    log = (home / "rewind.log").read_text()
+    assert "still running 0.5 s after it was asked to stop" in log
+    assert 'File "<string>", line 4' in log           # the stuck main thread's stack
