@@ -292,7 +292,7 @@ def test_crafted_catalog_rows_and_trees_cannot_reach_outside(tmp_path):
 # -- a full disk, a read-only store ----------------------------------------------------------------
 
 @pytest.mark.skipif(not ROOT, reason="mounting a small tmpfs needs root")
-@pytest.mark.parametrize("files", [1, 250], ids=["one-big-file", "many-files-on-background-writers"])
+@pytest.mark.parametrize("files", [1, 280], ids=["one-big-file", "many-files-in-a-pack-on-background-writers"])
 def test_a_full_disk_gives_a_clear_error_and_nothing_half_written(tmp_path, files):
     home = tmp_path / "small-home"
     home.mkdir()
