@@ -32,6 +32,7 @@ RAW, ZLIB = 0, 1
 _SAMPLE = 64 * 1024
 _SMALL = 8               # a batch of at most this many objects is loose files; a bigger one a pack
 _SMALL_PACK = 4096       # a pack of at most this many objects is read into a dict when opened
+MERGE_AT = 16            # this many packs: a hook starts a merge of the small ones (gc.merge_packs)
 PACKS_DIR = os.path.join("objects", "pack")   # content lives under objects/ and nowhere else
 _MAGIC, _END = b"RWPACK1\n", b"RWPKEND\n"
 _REC = 48                # index record: 32-byte id, 8-byte offset, 8-byte length

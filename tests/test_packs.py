@@ -221,3 +221,37 @@ def test_a_save_killed_while_writing_its_pack_leaves_no_pack_and_loses_nothing(t
     write(root, "keep.txt", "changed")
     run_rewind("to", "2", "--yes", cwd=root, check=0)
     assert fingerprint(root) == state
+
+
+def test_hooks_start_a_merge_of_small_packs_that_loses_nothing(tmp_path):
+    """A prompt's checkpoint adds a small pack; past MERGE_AT packs a hook starts their
+    merge detached, and every checkpoint still restores exactly."""
+    from rewind.objects import MERGE_AT
+    from rewind.replay import bundled_session, fill
+    home = os.environ["REWIND_HOME"]
+    root = tmp_path / "proj"
+    big_tree(root, 60)
+    ups = next(p for p in bundled_session() if p["hook_event_name"] == "UserPromptSubmit")
+    states = {}
+    for n in range(MERGE_AT + 4):
+        for i in range(n % 7, 60, 7):                # 9 changed files and their directories: a pack
+            write(root, f"d{i % 20}/sub{i % 7}/f{i}.txt", f"prompt {n} file {i}")
+        p = fill(ups, str(root), "s-merge", str(tmp_path / "cc"))
+        p["prompt"] = f"prompt {n}"
+        proc = subprocess.run([*REWIND, "hook", "claude"], input=json.dumps(p), capture_output=True, text=True,
+                              cwd=root, env={**os.environ, "CLAUDE_PROJECT_DIR": str(root), "REWIND_WATCH": "0"})
+        assert proc.returncode == 0 and proc.stdout == ""
+        states[n + 1] = fingerprint(root)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(packs(home)) >= MERGE_AT:
+        time.sleep(0.1)
+    assert len(packs(home)) < MERGE_AT, "no merge happened"
+    from rewind.lock import try_lock
+    while (fd := try_lock(home, "gc.lock")) is None:     # the merge is done when it lets go
+        time.sleep(0.05)
+    os.close(fd)
+    assert json.loads(run_rewind("verify", "--json", cwd=root, check=0).stdout)["ok"]
+    for number in (1, MERGE_AT // 2, MERGE_AT + 4):
+        run_rewind("to", str(number), "--yes", cwd=root, check=0)
+        assert fingerprint(root) == states[number]
+    assert not (Path(home) / "rewind.log").exists()

@@ -14,6 +14,7 @@ def run_hook(args: list[str]) -> int:
     try:
         _run(args)
         gc_if_due()
+        merge_if_due()
     except BaseException as e:  # whatever happens, the agent goes on
         if isinstance(e, KeyboardInterrupt):
             return 0
@@ -73,3 +74,17 @@ def gc_if_due() -> None:
         pass
     from ..gc import spawn_if_due
     spawn_if_due(home)
+
+
+def merge_if_due() -> None:
+    """Past a number of packs, a hook starts their merge detached: one listing otherwise."""
+    from .. import locations
+    from ..objects import MERGE_AT, PACKS_DIR
+    home = locations.data_dir()
+    try:
+        if len(os.listdir(os.path.join(home, PACKS_DIR))) < MERGE_AT:
+            return
+    except FileNotFoundError:
+        return
+    from ..gc import spawn_merge_if_due
+    spawn_merge_if_due(home)
