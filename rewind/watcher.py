@@ -152,7 +152,7 @@ class Watcher:
         self.rules = _Rules(root)
         self.pending: list[tuple[str, str, int, str | None]] = []
         self.lock = threading.Lock()
-        self.stop_event = threading.Event()
+        self.stopping = False                    # set by the signal handler: a plain flag, no lock
         self.stop_reason = "stopped"
         self.overflow_ns: int | None = None
         self.limit_hit = False
@@ -328,7 +328,7 @@ class Watcher:
                 self.on_ready(self.group.watched if self.group is not None else 0)
             next_beat = time.monotonic() + HEARTBEAT_S
             next_windows = 0.0
-            while not self.stop_event.wait(COMMAND_POLL_S if self.commands.active else FLUSH_S):
+            while not self._pause(COMMAND_POLL_S if self.commands.active else FLUSH_S):
                 if time.monotonic() >= next_windows:
                     next_windows = time.monotonic() + 0.1
                     self.refresh_windows()
@@ -361,6 +361,13 @@ class Watcher:
                         pass
         return 0
 
+    def _pause(self, seconds: float) -> bool:
+        """Sleep, then say whether to stop. Not threading.Event.wait: a signal handler that
+        sets an Event while the main thread sits inside Event.wait takes the lock that wait
+        holds, and the watcher deadlocks (seen once: gdb showed exactly that)."""
+        time.sleep(seconds)
+        return self.stopping
+
     def _baseline(self) -> None:
         """A full scan right after the watches are in place: the base every later
         incremental scan builds on (the first snapshot of a big tree, off the hooks' time)."""
@@ -381,23 +388,14 @@ STOP_GRACE_S = 8.0
 
 
 def _exit_if_stuck() -> None:
-    """Asked to stop, the watcher must go even if a thread hangs: after STOP_GRACE_S the
-    stacks of every thread go to rewind's log and the process exits. Safe: its catalog
-    writes are transactions, and its scan is a hook's scan (a kill is tested harmless)."""
-    import threading
-
-    def give_up() -> None:
-        import faulthandler
-        from .log import log, log_path
-        log(f"watch: still running {STOP_GRACE_S:g} s after it was asked to stop; its threads:")
-        try:
-            with open(log_path(), "a") as f:
-                faulthandler.dump_traceback(file=f, all_threads=True)
-        finally:
-            os._exit(0)
-    timer = threading.Timer(STOP_GRACE_S, give_up)
-    timer.daemon = True
-    timer.start()
+    """Asked to stop, the watcher must go even if something hangs: faulthandler's own
+    thread (C, no Python lock, safe from a signal handler) exits the process after
+    STOP_GRACE_S, printing every thread's stack on stderr."""
+    import faulthandler
+    try:
+        faulthandler.dump_traceback_later(STOP_GRACE_S, exit=True)
+    except (RuntimeError, ValueError, OSError):
+        pass
 
 
 def serve(root: str, project_id: int, background: bool, idle_s: float | None,
@@ -412,7 +410,7 @@ def serve(root: str, project_id: int, background: bool, idle_s: float | None,
 
         def stop(signum, frame):
             w.stop_reason = "stopped" if signum == signal.SIGTERM else "interrupted"
-            w.stop_event.set()
+            w.stopping = True               # no lock may be taken here: see Watcher._pause
             _exit_if_stuck()
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
