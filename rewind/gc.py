@@ -34,7 +34,7 @@ from .clock import iso, now_ns
 from .constants import OBJECTS_DIR, TMP_DIR
 from .errors import CorruptObject, RewindError
 from .lock import store_lock, try_lock
-from .objects import _SMALL_PACK, MERGE_AT, PACKS_DIR, Store, _Pack, _PackWriter
+from .objects import _SMALL_PACK, PACKS_DIR, Store, _Pack, _PackWriter
 from .retention import enforce
 from .tree import DIR, FILE, LARGE, LINK
 
@@ -213,7 +213,6 @@ def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, d
     relies on an unreferenced packed object (`put` writes a loose copy), so no second look
     is needed before the delete."""
     pdir = os.path.join(home, PACKS_DIR)
-    trash = os.path.join(home, TRASH_DIR)
     try:
         names = sorted(n for n in os.listdir(pdir) if n.endswith(".pack"))
     except FileNotFoundError:
@@ -246,13 +245,38 @@ def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, d
             report.objects_swept += len(entries)
             report.bytes_swept += size
             if not dry_run:
-                held = os.path.join(trash, f"pack-{name}")
-                try:
-                    os.rename(path, held)
-                    os.unlink(held)
-                except FileNotFoundError:
-                    pass
+                _remove_pack(home, path)
     _merge_small(home, small, marked, report, dry_run)
+
+
+def _remove_pack(home: str, path: str) -> None:
+    """Through gc-trash, as loose objects go: a killed gc's leftover is put back, never half."""
+    os.makedirs(os.path.join(home, TRASH_DIR), mode=0o700, exist_ok=True)
+    held = os.path.join(home, TRASH_DIR, f"pack-{os.path.basename(path)}")
+    try:
+        os.rename(path, held)
+        os.unlink(held)
+    except FileNotFoundError:
+        pass
+
+
+def _write_merged(home: str, packs: list[_Pack], keep) -> None:
+    """One new pack (synced) with the objects of `packs` that `keep(oid)`, each once; then
+    the old packs go. Killed midway, both copies stay: no harm."""
+    writer = _PackWriter(os.path.join(home, TMP_DIR))
+    try:
+        seen: set[str] = set()
+        for pack in packs:
+            for oid, off, length in pack.entries():
+                if oid not in seen and keep(oid):
+                    seen.add(oid)
+                    writer.append(oid, pack.read(off, length))
+        writer.finish(os.path.join(home, PACKS_DIR))
+    except BaseException:
+        writer.abort()
+        raise
+    for pack in packs:
+        _remove_pack(home, pack.path)
 
 
 def _merge_small(home: str, small: list, marked: set[str], report: GcReport, dry_run: bool) -> None:
@@ -275,37 +299,17 @@ def _merge_small(home: str, small: list, marked: set[str], report: GcReport, dry
                     keep.setdefault(oid, length)
         old_bytes = sum(size for *_, size in small)
         new_bytes = len(_MAGIC) + sum(keep.values()) + _REC * len(keep) + _TRAILER
+        dead = sum(dead for *_, dead, _ in small)
         # on disk, the merged packs become one of new_bytes; the copies left out are swept
-        report.packed_dead -= sum(dead for *_, dead, _ in small)
+        report.packed_dead -= dead
         report.packed_dead_bytes = max(0, report.packed_dead_bytes - sum(
             n for _, pack, *_ in small for oid, _, n in pack.entries() if oid not in marked))
-        dead_total = sum(dead for *_, dead, _ in small)
-        report.objects_kept -= (copies - dead_total) - len(keep)     # duplicates become one
+        report.objects_kept -= (copies - dead) - len(keep)     # duplicates become one
         report.objects_swept += copies - len(keep)
         report.bytes_swept += old_bytes - new_bytes
         report.bytes_kept += new_bytes - old_bytes
-        if dry_run:
-            return
-        writer = _PackWriter(os.path.join(home, TMP_DIR))
-        try:
-            seen: set[str] = set()
-            for _, pack, *_ in small:
-                for oid, off, length in pack.entries():
-                    if oid in marked and oid not in seen:
-                        seen.add(oid)
-                        writer.append(oid, pack.read(off, length))
-            writer.finish(os.path.join(home, PACKS_DIR))
-        except BaseException:
-            writer.abort()
-            raise
-        trash = os.path.join(home, TRASH_DIR)
-        for path, *_ in small:
-            held = os.path.join(trash, f"pack-{os.path.basename(path)}")
-            try:
-                os.rename(path, held)
-                os.unlink(held)
-            except FileNotFoundError:
-                pass
+        if not dry_run:
+            _write_merged(home, [pack for _, pack, *_ in small], marked.__contains__)
     finally:
         for _, pack, *_ in small:
             pack.mm.close()
@@ -320,56 +324,36 @@ def merge_packs(home: str) -> int:
     fd = try_lock(home, "gc.lock")
     if fd is None:
         return 0
-    small: list[tuple[str, _Pack]] = []
+    small: list[_Pack] = []
     try:
         for pack in Store(home).packs().values():
             if pack.count <= _SMALL_PACK:
-                small.append((pack.path, pack))
+                small.append(pack)
             else:
                 pack.mm.close()
         if len(small) < 2:
             return 0
-        writer = _PackWriter(os.path.join(home, TMP_DIR))
-        try:
-            seen: set[str] = set()
-            for _, pack in small:
-                for oid, off, length in pack.entries():
-                    if oid not in seen:
-                        seen.add(oid)
-                        writer.append(oid, pack.read(off, length))
-            writer.finish(os.path.join(home, PACKS_DIR))
-        except BaseException:
-            writer.abort()
-            raise
-        for path, _ in small:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        _write_merged(home, small, lambda oid: True)
         return len(small)
     finally:
-        for _, pack in small:
+        for pack in small:
             pack.mm.close()
         os.close(fd)
 
 
-def spawn_merge_if_due(home: str) -> bool:
-    """One listing: past MERGE_AT packs, start `merge_packs` detached (never in a hook's time)."""
-    try:
-        n = sum(1 for name in os.listdir(os.path.join(home, PACKS_DIR)) if name.endswith(".pack"))
-    except FileNotFoundError:
-        return False
-    if n < MERGE_AT:
-        return False
+def _spawn_detached(home: str, args: list[str]) -> None:
+    """Start `python ARGS` in its own session, never waited for: off the caller's time."""
     import subprocess
     import sys
+    subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, cwd=home)
+
+
+def spawn_merge(home: str) -> None:
+    """`merge_packs` detached (a hook counted MERGE_AT packs)."""
     src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from rewind.gc import merge_packs; "
-            "merge_packs(sys.argv[2])")
-    subprocess.Popen([sys.executable, "-S", "-c", code, src, home], stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                     close_fds=True, cwd=home)
-    return True
+    _spawn_detached(home, ["-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                           "from rewind.gc import merge_packs; merge_packs(sys.argv[2])", src, home])
 
 
 def _clean_tmp(home: str, report: GcReport, dry_run: bool) -> None:
@@ -523,9 +507,5 @@ def spawn_if_due(home: str) -> bool:
     if settings is None or not due(home, settings.gc_interval_hours):
         return False
     touch_stamp(home)
-    import subprocess
-    import sys
-    subprocess.Popen([sys.executable, "-m", "rewind", "gc", "--auto"], stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                     close_fds=True, cwd=home)
+    _spawn_detached(home, ["-m", "rewind", "gc", "--auto"])
     return True

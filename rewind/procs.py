@@ -27,16 +27,23 @@ LATE_NS = 200_000_000            # a window first seen this long after it opened
                                  # may have run unseen before the first look
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, start time in ns since the epoch) of a process, or None."""
+def _fields(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat after the command name (which may hold spaces and parentheses):
+    field 3 of proc(5) is [0]."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None
-    fields = data[data.rfind(b")") + 2:].split()
-    ppid, start_ticks = int(fields[1]), int(fields[19])
-    return ppid, _BOOT_NS + start_ticks * _TICK_NS
+    return data[data.rfind(b")") + 2:].split()
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, start time in ns since the epoch) of a process, or None."""
+    fields = _fields(pid)
+    if fields is None:
+        return None
+    return int(fields[1]), _BOOT_NS + int(fields[19]) * _TICK_NS
 
 
 def _boot_ns() -> int:
@@ -57,12 +64,9 @@ _TICK_NS = 10**9 // (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def _reaped(pid: int) -> tuple[int, ...] | None:
     """What a process's reaped children cost it (cminflt, cmajflt, cutime, cstime): it moves
     whenever the process waits for a child that has ended, and only then."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
+    fields = _fields(pid)
+    if fields is None:
         return None
-    fields = data[data.rfind(b")") + 2:].split()
     return int(fields[8]), int(fields[10]), int(fields[13]), int(fields[14])
 
 

@@ -88,18 +88,25 @@ def test_gc_deletes_a_pack_only_when_nothing_in_it_is_referenced(tmp_path):
     assert json.loads(run_rewind("verify", "--json", cwd=other, check=0).stdout)["ok"]
 
 
-def test_gc_merges_small_packs_leaving_out_what_nothing_references(tmp_path):
-    home = os.environ["REWIND_HOME"]
-    root = tmp_path / "proj"
+def ring_of_one(root: Path, home, every: int) -> tuple[Path, float]:
+    """A 600-file first checkpoint (its pack aged past any gc's start), then one in
+    `every` file changed and saved with ring_size 1: checkpoint 1 is dropped."""
     big_tree(root)
     write(root, ".rewind.toml", "ring_size = 1\n")
     run_rewind("save", cwd=root, check=0)
     [first] = packs(home)
     past = time.time() - 3600
     os.utime(first, (past, past))
-    for i in range(0, 600, 2):
+    for i in range(0, 600, every):
         write(root, f"d{i % 20}/sub{i % 7}/f{i}.txt", f"new {i}")
-    run_rewind("save", cwd=root, check=0)           # the ring drops checkpoint 1
+    run_rewind("save", cwd=root, check=0)
+    return first, past
+
+
+def test_gc_merges_small_packs_leaving_out_what_nothing_references(tmp_path):
+    home = os.environ["REWIND_HOME"]
+    root = tmp_path / "proj"
+    first, past = ring_of_one(root, home, every=2)
     [second] = [p for p in packs(home) if p != first]
     future = time.time() + 3600                    # as if a writer were still making it
     os.utime(second, (future, future))
@@ -123,15 +130,7 @@ def test_a_big_pack_mostly_referenced_stays_whole_and_its_dead_are_reported(tmp_
     monkeypatch.setattr(gcmod, "_SMALL_PACK", 10)   # 600 objects: a big pack, for this test
     home = os.environ["REWIND_HOME"]
     root = tmp_path / "proj"
-    big_tree(root)
-    write(root, ".rewind.toml", "ring_size = 1\n")
-    run_rewind("save", cwd=root, check=0)
-    [first] = packs(home)
-    past = time.time() - 3600
-    os.utime(first, (past, past))
-    for i in range(0, 600, 10):                      # a tenth of the files change
-        write(root, f"d{i % 20}/sub{i % 7}/f{i}.txt", f"new {i}")
-    run_rewind("save", cwd=root, check=0)
+    first, _ = ring_of_one(root, home, every=10)    # a tenth of the files change
     catalog = Catalog(home)
     report = gcmod.run(home, catalog)
     catalog.close()

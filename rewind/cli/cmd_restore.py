@@ -108,26 +108,40 @@ def _to_now(project, target, paths, title: str, conversation: str) -> None:
     """`to --yes`: one scan of the tree, the plan shown from it, then applied (the plan is
     not made twice, nor the tree read twice)."""
     def show(plan, current) -> None:
-        if plan.empty and not plan.skipped:
-            return
-        not_agent = print_plan(project, plan, title, current)
-        if not_agent:
-            render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
-                       "(you, another session or process).")
-        render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
-    tick = render.progress("rewind")
-    try:
-        safety, _, done = restore(project, target, paths, progress=tick, before_apply=show, skip_if_empty=True)
-    finally:
-        if tick is not None:
-            tick.close()
+        if not (plan.empty and not plan.skipped):
+            _present(project, plan, title, current)
+    safety, _, done = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True)
     if safety is None:
         render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
     else:
-        render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
-                   f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
+        _say_rewound(target, safety, done)
     if conversation:
         _fork(target, False, project.root)
+
+
+def _present(project, plan: RestorePlan, title: str, current) -> list[str]:
+    """The plan, who last changed what it overwrites, and the safety net; returns the paths
+    the agent did not write."""
+    not_agent = print_plan(project, plan, title, current)
+    if not_agent:
+        render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
+                   "(you, another session or process).")
+    render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
+    return not_agent
+
+
+def _restore_with_progress(project, target, paths, **kw):
+    tick = render.progress("rewind")
+    try:
+        return restore(project, target, paths, progress=tick, **kw)
+    finally:
+        if tick is not None:
+            tick.close()
+
+
+def _say_rewound(target, safety, done: int) -> None:
+    render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
+               f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
 
 
 def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "") -> None:
@@ -159,22 +173,12 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
             if conversation:
                 _fork(target, False, project.root)
             return
-        not_agent = print_plan(project, plan, title, current)
-        if not_agent:
-            render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
-                       "(you, another session or process).")
-        render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
+        not_agent = _present(project, plan, title, current)
         question = (f"Overwrite {len(not_agent)} path(s) not written by the agent, and rewind?"
                     if not_agent else "Rewind?")
         confirm(yes, question)
-        tick = render.progress("rewind")
-        try:
-            safety, applied, done = restore(project, target, paths, progress=tick)
-        finally:
-            if tick is not None:
-                tick.close()
-        render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
-                   f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
+        safety, applied, done = _restore_with_progress(project, target, paths)
+        _say_rewound(target, safety, done)
         if len(applied.ops) != len(plan.ops):
             render.err("note: the tree changed while you were deciding; the restore followed the "
                        "tree as it was when it started (saved in the safety checkpoint).")

@@ -86,5 +86,5 @@ def merge_if_due() -> None:
             return
     except FileNotFoundError:
         return
-    from ..gc import spawn_merge_if_due
-    spawn_merge_if_due(home)
+    from ..gc import spawn_merge
+    spawn_merge(home)
