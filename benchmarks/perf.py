@@ -213,10 +213,18 @@ class Bench:
 
     def maintenance(self) -> None:
         gc = run([*REWIND, "gc"], env=self.env, cwd=self.tree)
+        last = subprocess.run([*REWIND, "status", "--json"], env=self.env, cwd=self.tree,
+                              capture_output=True, text=True).stdout
+        try:
+            held = json.loads(last)["last_gc"]["seconds_exclusive"] * 1000
+        except (ValueError, KeyError, TypeError):
+            held = None
         git_gc = self.git("gc", "-q")
         verify = run([*REWIND, "verify"], env=self.env, cwd=self.tree)
         fsck = self.git("fsck", "--no-progress")
         self.rows += [("rewind gc", [gc], "git gc", git_gc), ("rewind verify", [verify], "git fsck", fsck)]
+        if held is not None:
+            self.rows.append(("  of which hooks wait (sweep)", [held], "", None))
 
     def report(self) -> None:
         print(f"\n{self.n:,} files: median [min-max]; ratio = median / reference median")

@@ -2,19 +2,23 @@
 
 Safe while hooks write (DESIGN.md "retention"), in this order:
 1. `start`: the filesystem's clock, read before anything else. Objects whose mtime is not
-   older than `start` are never swept: a writer that creates an object, or reuses one
-   (`Store.put` refreshes its mtime), after `start` is safe without further ado.
+   older than `start` are never swept (a writer's fresh or reused object: `Store.put`
+   refreshes the mtime of one it reuses).
 2. The catalog rows go first: each project's policy is enforced, and caches older than
    the retention are cleared.
-3. Barrier: the store lock is taken exclusive for an instant. Every writer holds it
-   shared from its first catalog read to its commit, so every writer that touched an
-   object before `start` has committed by now and its rows are visible.
-4. Mark: every tree of every kept checkpoint, the last scanned trees, the pre-images and
-   the stat cache's ids. A tree that cannot be read stops gc before anything is deleted.
+3. Mark, beside the hooks (the long part): every tree of every kept checkpoint, the last
+   scanned trees, the pre-images and the stat cache's ids. A checkpoint tree that cannot
+   be read stops gc before anything is deleted.
+4. Then the store lock, exclusive. Every writer holds it shared from its first catalog
+   read to its commit, so while gc holds it no writer is in flight: gc reads the roots
+   again and marks what was committed since step 3 (a tree marked in step 3 has its whole
+   subtree marked, so this is quick), and sweeps. Nothing can start relying on an object
+   while it is swept, so the sweep's safety rests on the catalog alone, not on clocks or
+   on any reasoning about what a writer may reuse; the time rule of step 1 and the trash
+   below stay as a second line. Hooks wait for this step (`seconds_exclusive`).
 5. Sweep: an unmarked object older than `start` is moved into `gc-trash/` (atomic), its
-   mtime checked again there (a writer may have reused it between the listing and the
-   move: then it goes back), and only then unlinked. A writer that reuses it after the
-   move finds it missing and writes it again.
+   mtime checked again there, and only then unlinked; a pack goes when nothing in it is
+   marked, small packs are merged (see `_sweep_packs`).
 `dry_run` stops after computing the same plan, deleting nothing.
 """
 
@@ -66,6 +70,7 @@ class GcReport:
     packs_merged: int = 0        # small packs whose referenced objects went into one
     temp_files_removed: int = 0
     seconds: float = 0.0
+    seconds_exclusive: float = 0.0   # how long hooks had to wait for the sweep
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -75,31 +80,38 @@ class GcBusy(RewindError):
     pass
 
 
-def mark(store: Store, roots: dict[str, list], progress: Progress | None = None) -> set[str]:
+def mark(store: Store, roots: dict[str, list], progress: Progress | None = None,
+         marked: set[str] | None = None, shallow: set[str] | None = None) -> set[str]:
     """Every object id the roots reach. Checkpoint trees must be readable (a missing one
-    would hide what it needs, so gc stops); the caches' trees are followed when present."""
-    marked: set[str] = set()
+    would hide what it needs, so gc stops); the caches' trees are followed when present.
+    `marked`: ids already marked by an earlier pass over other roots (a marked tree's whole
+    subtree is marked, so the walk stops there), except those in `shallow`: trees that
+    could not be read, kept but not walked."""
+    marked = set() if marked is None else marked
+    shallow = set() if shallow is None else shallow
 
     def walk(oid: str, strict: bool, where: str) -> None:
         stack = [oid]
         while stack:
             tid = stack.pop()
-            if tid in marked:
+            if tid in marked and tid not in shallow:
                 continue
             try:
                 entries = treemod.parse(store.get(tid))
             except (CorruptObject, ValueError) as e:
                 if not strict:
                     marked.add(tid)
+                    shallow.add(tid)
                     continue
                 problem = e.problem if isinstance(e, CorruptObject) else f"does not parse ({e})"
                 raise RewindError(f"gc stopped before deleting anything: tree {tid[:12]} of {where} "
                                   f"is {problem}",
                                   hint="`rewind verify` lists the damage") from None
             marked.add(tid)
+            shallow.discard(tid)
             for e in entries.values():
                 if e.kind == DIR:
-                    if e.oid not in marked:
+                    if e.oid not in marked or e.oid in shallow:
                         stack.append(e.oid)
                 elif e.kind != LARGE and e.oid:
                     marked.add(e.oid)
@@ -408,16 +420,24 @@ def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress |
             for v in dropped:
                 report.dropped.append({"project": root, "number": v.number, "reason": v.reason})
                 would_drop.add((pid, v.number))
-        if not dry_run:
-            with store_lock(home, exclusive=True, timeout=BARRIER_TIMEOUT_S,
-                            what="the store (gc waits for hooks in flight)"):
-                pass
+        # the long walk first, beside the hooks: every tree the roots reach now
         roots = catalog.roots()
         if would_drop:
             roots["checkpoints"] = [r for r in roots["checkpoints"] if (r[0], r[1]) not in would_drop]
-        marked = mark(store, roots, progress)
-        _sweep(home, marked, start, report, dry_run, progress)
-        _sweep_packs(home, marked, start, report, dry_run)
+        shallow: set[str] = set()
+        marked = mark(store, roots, progress, shallow=shallow)
+        if dry_run:
+            _sweep(home, marked, start, report, dry_run, progress)
+            _sweep_packs(home, marked, start, report, dry_run)
+        else:
+            # then, with no writer in flight, what they committed meanwhile, and the sweep
+            with store_lock(home, exclusive=True, timeout=BARRIER_TIMEOUT_S,
+                            what="the store (gc waits for hooks in flight)"):
+                held = time.monotonic()
+                marked = mark(store, catalog.roots(), None, marked, shallow)
+                _sweep(home, marked, start, report, dry_run, progress)
+                _sweep_packs(home, marked, start, report, dry_run)
+                report.seconds_exclusive = round(time.monotonic() - held, 3)
         _clean_tmp(home, report, dry_run)
         report.seconds = round(time.monotonic() - began, 3)
         if not dry_run:

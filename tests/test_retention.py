@@ -374,6 +374,80 @@ def test_gc_while_four_processes_take_checkpoints_sweeps_nothing_they_need(tmp_p
     proj.close()
 
 
+LATE_WRITER = r"""
+import os, sys, time
+sys.path.insert(0, {src!r})
+import rewind.objects as objects
+from rewind.project import open_project
+from rewind.snapshot import capture
+root, home, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for f in range(n):
+    with open(os.path.join(root, "late", f"{{f}}.txt"), "w") as fh:
+        fh.write(f"written while gc sweeps {{f}}\n" * 20)
+began = time.time() - 1
+real_flush = objects.Store.flush
+
+def flush(self):       # the clock went back an hour just before these writes
+    real_flush(self)
+    back = time.time() - 3600
+    for d, _, names in os.walk(os.path.join(home, "objects")):
+        for name in names:
+            path = os.path.join(d, name)
+            if os.stat(path).st_mtime >= began:
+                os.utime(path, (back, back))
+objects.Store.flush = flush
+proj = open_project(root, create=True)
+cp, _ = capture(proj, "manual", message="late")
+print(cp.number, flush=True)
+"""
+
+
+@pytest.mark.parametrize("files", [1, 20], ids=["loose", "packed"])
+def test_a_checkpoint_committed_while_gc_marks_survives_its_sweep_whatever_the_clock(tmp_path, files):
+    """gc marks beside the hooks, then sweeps under the exclusive store lock: a writer that
+    would commit between the two waits for the sweep. Its objects carry an mtime from before
+    gc's start (a clock stepped back), so only the lock keeps them: with the mark and the
+    sweep apart, they were swept and its checkpoint lost its content."""
+    root = tmp_path / "proj"
+    home = os.environ["REWIND_HOME"]
+    write(root, "a.txt", "a\n")
+    (root / "late").mkdir()
+    run_rewind("save", cwd=root, check=0)
+    script = tmp_path / "late.py"
+    script.write_text(LATE_WRITER.format(src=str(Path(__file__).resolve().parents[1])))
+    real_sweep = gcmod._sweep
+    writer = []
+
+    def sweep_after_a_late_commit(*args):
+        p = subprocess.Popen([sys.executable, str(script), str(root), home, str(files)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        writer.append(p)
+        try:
+            p.wait(timeout=3)          # commits here, unless gc holds the store
+        except subprocess.TimeoutExpired:
+            pass
+        return real_sweep(*args)
+    gcmod._sweep = sweep_after_a_late_commit
+    from rewind.catalog import Catalog
+    catalog = Catalog(home)
+    try:
+        report = gcmod.run(home, catalog)
+    finally:
+        gcmod._sweep = real_sweep
+        catalog.close()
+    out, err = writer[0].communicate(timeout=60)
+    assert writer[0].returncode == 0, err
+    assert report.seconds_exclusive > 0
+    assert json.loads(run_rewind("verify", "--json", cwd=root, check=0).stdout)["ok"]
+    proj = project(root)
+    late = proj.catalog.checkpoint(proj.id, int(out))
+    (root / "late" / "0.txt").write_text("changed afterwards\n")
+    restore(proj, late)
+    for f in range(files):
+        assert (root / "late" / f"{f}.txt").read_text() == f"written while gc sweeps {f}\n" * 20
+    proj.close()
+
+
 def test_gc_puts_back_an_object_a_writer_reuses_while_it_sweeps(tmp_path):
     """The sweep's second look: an unreferenced object whose mtime is refreshed between the
     listing and the move is put back, not deleted."""

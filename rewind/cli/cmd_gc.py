@@ -48,6 +48,9 @@ def _print_report(report: gcmod.GcReport) -> None:
                    "stay in packs that hold referenced ones")
     if report.temp_files_removed:
         render.out(f"{would}remove {_plural(report.temp_files_removed, 'temporary file')} left by killed writers")
+    if not report.dry_run:
+        render.out(f"took {report.seconds:.2f} s; hooks waited at most {report.seconds_exclusive:.2f} s of it "
+                   "(the sweep)")
 
 
 def gc_impl(dry_run: bool, as_json: bool, auto: bool) -> int:
