@@ -3,9 +3,9 @@
 Two kinds:
 - the store lock, held *shared* by every process that writes objects or relies on objects
   staying put (a checkpoint from its first read of the catalog to its commit, a restore
-  from its plan to its last write), and taken *exclusive* for an instant by gc: once gc
-  has held it, every writer that started before gc's clock mark has committed, so the
-  catalog gc reads names everything those writers need;
+  from its plan to its last write), and taken *exclusive* by gc for its sweep: while gc
+  holds it no writer is in flight, so the catalog gc reads then names everything any
+  writer needs, and nothing can start relying on an object while it is deleted;
 - the project lock, exclusive, for everything that writes a project's checkpoints or its
   tree (it takes the store lock shared first).
 """

@@ -195,7 +195,7 @@ class Store:
             return oid
         final = self.path(oid)
         try:
-            os.utime(final)  # reuse: refresh mtime so a concurrent sweep keeps it
+            os.utime(final)  # reuse: refresh mtime (gc sweeps under the store lock, which callers hold)
             return oid
         except FileNotFoundError:
             pass
