@@ -31,7 +31,11 @@ from .fsutil import ensure_private_dir, fsync_dir, in_parallel, write_all
 RAW, ZLIB = 0, 1
 _SAMPLE = 64 * 1024
 _SMALL = 8               # a batch of at most this many objects is loose files; a bigger one a pack
-_SMALL_PACK = 4096       # a pack of at most this many objects is read into a dict when opened
+_SMALL_PACK = 4096       # gc merges packs of at most this many objects
+_DICT_PACK = 64          # ...and a pack of at most this many has its index read into a dict when opened;
+                         # a bigger one is binary-searched in its mmap, and gets a dict only after
+_BSEARCHES = 64          # this many finds (a 4,096-object index takes 2.6 ms to read into a dict: a
+                         # hook needs a few lookups, gc and verify need thousands)
 MERGE_AT = 16            # this many packs: a hook starts a merge of the small ones (gc.merge_packs)
 PACKS_DIR = os.path.join("objects", "pack")   # content lives under objects/ and nowhere else
 _MAGIC, _END = b"RWPACK1\n", b"RWPKEND\n"
@@ -506,7 +510,9 @@ class _Pack:
         if self.index_at + self.count * _REC + _TRAILER != size:
             raise ValueError("a pack whose index does not fit")
         self.small: dict[bytes, tuple[int, int]] | None = None
-        if self.count <= _SMALL_PACK:
+        self._dict: dict[bytes, int] | None = None     # id -> index record, built after _BSEARCHES finds
+        self._finds = 0
+        if self.count <= _DICT_PACK:
             idx = self.mm[self.index_at:self.index_at + self.count * _REC]
             self.small = {idx[i:i + 32]: (int.from_bytes(idx[i + 32:i + 40], "big"),
                                           int.from_bytes(idx[i + 40:i + 48], "big"))
@@ -516,6 +522,15 @@ class _Pack:
         if self.small is not None:
             return self.small.get(key)
         mm, base = self.mm, self.index_at
+        if self._dict is None:
+            self._finds += 1
+            if self._finds > _BSEARCHES:      # a reader of many objects (gc, verify, a restore)
+                self._dict = {mm[at:at + 32]: at for at in range(base, base + self.count * _REC, _REC)}
+        if self._dict is not None:
+            at = self._dict.get(key)
+            if at is None:
+                return None
+            return int.from_bytes(mm[at + 32:at + 40], "big"), int.from_bytes(mm[at + 40:at + 48], "big")
         lo, hi = 0, self.count
         while lo < hi:
             mid = (lo + hi) // 2

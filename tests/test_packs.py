@@ -254,3 +254,37 @@ def test_hooks_start_a_merge_of_small_packs_that_loses_nothing(tmp_path):
         run_rewind("to", str(number), "--yes", cwd=root, check=0)
         assert fingerprint(root) == states[number]
     assert not (Path(home) / "rewind.log").exists()
+
+
+def test_a_pack_index_is_searched_then_read_into_a_dict_and_both_find_the_same(tmp_path):
+    """A hook's few lookups binary-search the mmap; past _BSEARCHES finds the index becomes a
+    dict. Every object is found, with its bytes, either way; ids that are not there (below,
+    above and between the stored ones) are not."""
+    import hashlib
+    from rewind.objects import _BSEARCHES, _DICT_PACK, _Pack, _PackWriter, decode, encode
+    (tmp_path / "tmp").mkdir()
+    writer = _PackWriter(str(tmp_path / "tmp"))
+    stored = {}
+    for i in range(300):
+        data = f"object {i}\n".encode() * (i % 7 + 1)
+        oid = hashlib.sha256(data).hexdigest()
+        stored[oid] = data
+        writer.append(oid, encode(data))
+    pack = _Pack(str(tmp_path / "packs" / writer.finish(str(tmp_path / "packs"))))
+    assert pack.count == 300 > _DICT_PACK and pack.small is None
+    ids = sorted(stored)
+    def next_id(oid: str) -> bytes:
+        key = bytes.fromhex(oid)
+        return key[:31] + bytes([(key[31] + 1) % 256])
+    absent = [bytes(32), b"\xff" * 32] + [k for k in map(next_id, ids) if k.hex() not in stored][:20]
+    for phase in ("searched", "dict"):
+        if phase == "dict":
+            assert pack._dict is not None
+        for oid in ids:
+            off, length = pack.find(bytes.fromhex(oid))
+            assert decode(pack.read(off, length)) == stored[oid]
+        for key in absent:
+            assert pack.find(key) is None
+        if phase == "searched":
+            assert pack._finds > _BSEARCHES     # the switch happened during this pass
+    pack.mm.close()
