@@ -216,15 +216,16 @@ class Bench:
         last = subprocess.run([*REWIND, "status", "--json"], env=self.env, cwd=self.tree,
                               capture_output=True, text=True).stdout
         try:
-            held = json.loads(last)["last_gc"]["seconds_exclusive"] * 1000
+            held = json.loads(last)["last_gc"]["seconds_exclusive"]
         except (ValueError, KeyError, TypeError):
             held = None
         git_gc = self.git("gc", "-q")
         verify = run([*REWIND, "verify"], env=self.env, cwd=self.tree)
         fsck = self.git("fsck", "--no-progress")
-        self.rows += [("rewind gc", [gc], "git gc", git_gc), ("rewind verify", [verify], "git fsck", fsck)]
+        self.rows.append(("rewind gc", [gc], "git gc", git_gc))
         if held is not None:
             self.rows.append(("  of which hooks wait (sweep)", [held], "", None))
+        self.rows.append(("rewind verify", [verify], "git fsck", fsck))
 
     def report(self) -> None:
         print(f"\n{self.n:,} files: median [min-max]; ratio = median / reference median")

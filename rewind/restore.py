@@ -327,6 +327,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         for op in plan.ops:
             if op.action in ("write", "symlink") and op.entry.oid not in data:
                 blob = project.store.get(op.entry.oid)
+                project.store.note_binary(op.entry.oid, blob)
                 if len(blob) <= budget:
                     data[op.entry.oid] = blob
                     budget -= len(blob)

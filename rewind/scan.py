@@ -232,6 +232,7 @@ class _Scanner:
         self.stats.hashed_bytes += len(data)
         if self.store is not None:
             self.store.put(data, oid)
+            self.store.note_binary(oid, data)
         racy = st.st_mtime_ns >= self.fs_now_ns
         self._remember(rel_path, (FILE, -1 if racy else st.st_size, st.st_mtime_ns, st.st_ctime_ns,
                                   st.st_ino, perm, oid))

@@ -367,7 +367,8 @@ def live_changes(project: Project, cp: Checkpoint,
     rows = change_rows(pairs, None, result.hardlinks)
     for row, (path, old, new) in zip(rows, pairs):
         if (old is not None and old.kind == FILE and _blob_binary(project.store, old.oid)) or \
-                (new is not None and new.kind == FILE and _file_binary(os.path.join(project.root, path))):
+                (new is not None and new.kind == FILE and _file_binary(project.store, new.oid,
+                                                                       os.path.join(project.root, path))):
             row.flags.append("binary")
     # what changed since the last scan has no observation yet: attribute it as a segment would
     last_tree, last_ns = project.catalog.state(project.id)
@@ -387,12 +388,16 @@ def live_changes(project: Project, cp: Checkpoint,
 
 def _blob_binary(store: Store, oid: str) -> bool:
     try:
-        return b"\0" in store.head(oid, 8192)
+        return store.is_binary(oid)
     except Exception:
         return False
 
 
-def _file_binary(path: str) -> bool:
+def _file_binary(store: Store, oid: str, path: str) -> bool:
+    """The working file's binary flag: remembered when this process read it, else read."""
+    known = store._binary.get(oid)
+    if known is not None:
+        return known
     try:
         with open(path, "rb") as f:
             return b"\0" in f.read(8192)

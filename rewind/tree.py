@@ -9,10 +9,11 @@ NUL and '/'), so invalid UTF-8, newlines and tabs in names survive. In memory na
 from __future__ import annotations
 
 import os
+import sys
 from collections import namedtuple
 
 from .constants import TREE_FORMAT
-from .objects import digest_of, is_oid
+from .objects import digest_of
 
 FILE, DIR, LINK, LARGE = "F", "D", "L", "B"   # LARGE: present, too big to store
 
@@ -25,6 +26,10 @@ Entry = namedtuple("Entry", "kind mode oid size")
 
 Tree = dict[str, Entry]
 
+_KINDS = {b"F": FILE, b"D": DIR, b"L": LINK, b"B": LARGE}
+_HEX = frozenset(b"0123456789abcdef")
+_ENCODING = sys.getfilesystemencoding()
+
 
 def serialize(tree: Tree) -> bytes:
     parts = [TREE_FORMAT]
@@ -35,6 +40,9 @@ def serialize(tree: Tree) -> bytes:
 
 
 def parse(data: bytes) -> Tree:
+    """The entries of a tree object. Every field is checked (a name that could leave its
+    directory, an id that is not 64 lowercase hex digits), though the store has already
+    checked the bytes against their id: a tree is read for every restore."""
     if not data.startswith(TREE_FORMAT):
         raise ValueError("not a tree object")
     tree: Tree = {}
@@ -43,16 +51,29 @@ def parse(data: bytes) -> Tree:
         return tree
     if not body.endswith(b"\0"):
         raise ValueError("truncated tree object")
+    kinds, new, ids = _KINDS, tuple.__new__, []
     for record in body[:-1].split(b"\0"):
         head, _, bname = record.partition(b"\t")
+        fields = head.split(b" ")
         try:
-            kind, mode, oid, size = head.decode("ascii").split(" ")
-        except (UnicodeDecodeError, ValueError):
+            kind_b, mode, oid, size = fields
+            kind = kinds[kind_b]
+            if not bname or b"/" in bname or bname == b"." or bname == b"..":
+                raise ValueError
+            if kind == LARGE:
+                if oid != b"-":
+                    raise ValueError
+                oid = b""
+            elif len(oid) != 64:
+                raise ValueError
+            else:
+                ids.append(oid)
+            tree[bname.decode(_ENCODING, "surrogateescape")] = new(
+                Entry, (kind, int(mode, 8), oid.decode("ascii"), int(size)))
+        except (ValueError, KeyError, UnicodeDecodeError):
             raise ValueError(f"bad tree entry {record[:80]!r}") from None
-        if kind not in (FILE, DIR, LINK, LARGE) or not bname or b"/" in bname or bname in (b".", b"..") \
-                or not (oid == "-" if kind == LARGE else is_oid(oid)):
-            raise ValueError(f"bad tree entry {record[:80]!r}")
-        tree[os.fsdecode(bname)] = Entry(kind, int(mode, 8), "" if oid == "-" else oid, int(size))
+    if ids and not _HEX.issuperset(b"".join(ids)):
+        raise ValueError("bad tree entry: an id that is not 64 lowercase hex digits")
     return tree
 
 

@@ -153,3 +153,33 @@ def test_the_demo_plays_a_session_and_leaves_no_process_behind(tmp_path):
     assert home.startswith(str(tmp_path))
     time.sleep(0.5)
     assert processes_with_home(home) == [], "a process outlived the demo"
+
+
+def test_the_binary_flag_follows_either_side_of_a_change_in_every_path_that_sets_it(tmp_path):
+    """`binary` when the old or the new content has a NUL in its first 8 KB: for the stored
+    changes of a checkpoint (old side read back from the store by a later process, new side
+    remembered from the scan), for the live changes under the newest checkpoint, and for
+    the rows of a rewind's own checkpoints."""
+    root = tmp_path / "proj"
+    write(root, "to_text.dat", b"\x00\x01binary first\n")
+    write(root, "to_binary.txt", "text first\n")
+    write(root, "text.txt", "text\n")
+    write(root, "late_nul.txt", "x" * 9000 + "\x00")      # a NUL past 8 KB: text, as git says
+    run_rewind("save", "-m", "first", cwd=root, check=0)
+    write(root, "to_text.dat", "now text\n")
+    write(root, "to_binary.txt", b"now\x00binary\n")
+    write(root, "text.txt", "still text\n")
+    write(root, "late_nul.txt", "y" * 9000 + "\x00")
+
+    def flags(*args):
+        shown = json.loads(run_rewind("show", *args, "--json", cwd=root, check=0).stdout)
+        return {c["path"]: "binary" in c["flags"] for c in shown["changes"]}
+    expected = {"to_text.dat": True, "to_binary.txt": True, "text.txt": False, "late_nul.txt": False}
+    assert flags("last") == expected                    # live: the working tree against the store
+    run_rewind("save", "-m", "second", cwd=root, check=0)
+    assert flags("1") == expected                       # stored with the second checkpoint
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert (root / "to_text.dat").read_bytes() == b"\x00\x01binary first\n"
+    newest = json.loads(run_rewind("list", "--json", "-n", "1", cwd=root, check=0).stdout)[0]
+    assert newest["kind"] == "rewind"                   # its safety checkpoint, then what it wrote:
+    assert flags("last") == expected                    # every change back, each side swapped
