@@ -10,6 +10,7 @@ never see half a schema.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import os
 import sys
 import sqlite3
@@ -277,6 +278,17 @@ class Catalog:
     # -- transactions ------------------------------------------------------------------
     def transaction(self):
         return _Txn(self.db)
+
+    @contextmanager
+    def durable(self):
+        """Commits inside are on disk when they return (the WAL synced at each commit), not
+        only after the next checkpoint of the WAL: for what must survive a power cut, such
+        as a rewind's safety checkpoint before the rewind writes a byte."""
+        self.db.execute("PRAGMA synchronous=FULL")
+        try:
+            yield
+        finally:
+            self.db.execute("PRAGMA synchronous=NORMAL")
 
     # -- projects ------------------------------------------------------------------------
     def project_id(self, root: str, create: bool) -> int | None:

@@ -318,22 +318,24 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
             before_apply(plan, current)
         if skip_if_empty and plan.empty:
             return None, plan, 0
-        # the checkpoint of the tree just scanned: nothing is read again
-        safety, _, _ = record(project, "rewind", restore_target=target.number, locked=True, touched={},
-                              message=("undo" if is_undo else f"before rewind to {target.number}"))
-        # every object the plan needs is read and verified before the tree is touched
-        data: dict[str, bytes] = {}
-        budget = _MEMORY_BUDGET
-        for op in plan.ops:
-            if op.action in ("write", "symlink") and op.entry.oid not in data:
-                blob = project.store.get(op.entry.oid)
-                project.store.note_binary(op.entry.oid, blob)
-                if len(blob) <= budget:
-                    data[op.entry.oid] = blob
-                    budget -= len(blob)
-        with project.catalog.transaction():
-            project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
-                                           plan.touched(), iso_now())
+        # the checkpoint of the tree just scanned: nothing is read again; on disk (objects and
+        # catalog rows) before the first write, a power cut included
+        with project.catalog.durable():
+            safety, _, _ = record(project, "rewind", restore_target=target.number, locked=True, touched={},
+                                  message=("undo" if is_undo else f"before rewind to {target.number}"))
+            # every object the plan needs is read and verified before the tree is touched
+            data: dict[str, bytes] = {}
+            budget = _MEMORY_BUDGET
+            for op in plan.ops:
+                if op.action in ("write", "symlink") and op.entry.oid not in data:
+                    blob = project.store.get(op.entry.oid)
+                    project.store.note_binary(op.entry.oid, blob)
+                    if len(blob) <= budget:
+                        data[op.entry.oid] = blob
+                        budget -= len(blob)
+            with project.catalog.transaction():
+                project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
+                                               plan.touched(), iso_now())
         tag = f"{safety.number}"
         journal = {"project": project.root, "target": target.number, "safety": safety.number,
                    "tag": tag, "started_at": iso_now(),

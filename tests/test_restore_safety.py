@@ -276,3 +276,41 @@ def test_to_yes_with_nothing_to_do_takes_no_checkpoint(tmp_path):
     out = run_rewind("to", "1", "--yes", cwd=root, check=0).stdout
     assert "write" in out and "a.txt" in out and "Rewound to checkpoint 1" in out
     assert (root / "a.txt").read_text() == "v1"
+
+
+def test_the_safety_checkpoint_is_committed_durably_before_the_first_write(tmp_path):
+    """The catalog runs with synchronous=NORMAL (a commit reaches the disk at the next WAL
+    checkpoint); a rewind's safety checkpoint and its restore row are committed with the WAL
+    synced (FULL) instead, so a power cut during the writes cannot lose the only copy of
+    what they overwrite. Observed: FULL while they are committed, both committed (another
+    connection sees them) at the first write, NORMAL again after."""
+    import rewind.restore as restoremod
+    from rewind.catalog import Catalog
+    root = tmp_path / "proj"
+    write(root, "a.txt", "first\n")
+    proj = project(root)
+    first, _ = capture(proj, "manual")
+    write(root, "a.txt", "second, not in any checkpoint\n")
+    seen = []
+    real_insert, real_apply = Catalog.insert_restore, restoremod.apply_plan
+
+    def insert_and_look(self, *args):
+        seen.append(("insert_restore", self.db.execute("PRAGMA synchronous").fetchone()[0]))
+        return real_insert(self, *args)
+
+    def apply_and_look(p, plan, *args, **kw):
+        other = Catalog(p.home)
+        try:
+            seen.append(("apply", other.latest(p.id).kind, other.newest_undoable(p.id) is not None))
+        finally:
+            other.close()
+        return real_apply(p, plan, *args, **kw)
+    Catalog.insert_restore, restoremod.apply_plan = insert_and_look, apply_and_look
+    try:
+        restore(proj, first)
+    finally:
+        Catalog.insert_restore, restoremod.apply_plan = real_insert, real_apply
+    assert seen == [("insert_restore", 2), ("apply", "rewind", True)]     # 2: FULL
+    assert proj.catalog.db.execute("PRAGMA synchronous").fetchone()[0] == 1   # NORMAL
+    assert (root / "a.txt").read_text() == "first\n"
+    proj.close()
