@@ -18,7 +18,11 @@ Safe while hooks write (DESIGN.md "retention"), in this order:
    below stay as a second line. Hooks wait for this step (`seconds_exclusive`).
 5. Sweep: an unmarked object older than `start` is moved into `gc-trash/` (atomic), its
    mtime checked again there, and only then unlinked; a pack goes when nothing in it is
-   marked, small packs are merged (see `_sweep_packs`).
+   marked (see `_sweep_packs`).
+6. After the lock: small packs are merged, leaving out what no root named under the lock.
+   The merged pack is written and synced before the old ones go, and nothing a writer can
+   come to rely on is left out (`put` never relies on a packed copy; the caches and trees
+   it may reuse were all roots), so hooks do not wait for this copy, which may be large.
 `dry_run` stops after computing the same plan, deleting nothing.
 """
 
@@ -219,7 +223,7 @@ def _sweep(home: str, marked: set[str], start_ns: int, report: GcReport, dry_run
             progress("sweeping", i + 1, len(shards))
 
 
-def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, dry_run: bool) -> None:
+def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, dry_run: bool) -> list:
     """A pack goes when nothing in it is referenced (and it is older than the start);
     otherwise it stays whole, its unreferenced objects counted as `packed_dead`. Nothing
     relies on an unreferenced packed object (`put` writes a loose copy), so no second look
@@ -228,8 +232,8 @@ def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, d
     try:
         names = sorted(n for n in os.listdir(pdir) if n.endswith(".pack"))
     except FileNotFoundError:
-        return
-    small: list[tuple[str, _Pack]] = []
+        return []
+    small: list[tuple[str, _Pack, int, int]] = []   # (path, pack, unreferenced, bytes)
     for name in names:
         path = os.path.join(pdir, name)
         try:
@@ -258,7 +262,7 @@ def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, d
             report.bytes_swept += size
             if not dry_run:
                 _remove_pack(home, path)
-    _merge_small(home, small, marked, report, dry_run)
+    return small             # for _merge_small, after the lock: it copies before it deletes
 
 
 def _remove_pack(home: str, path: str) -> None:
@@ -428,16 +432,23 @@ def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress |
         marked = mark(store, roots, progress, shallow=shallow)
         if dry_run:
             _sweep(home, marked, start, report, dry_run, progress)
-            _sweep_packs(home, marked, start, report, dry_run)
+            small = _sweep_packs(home, marked, start, report, dry_run)
         else:
             # then, with no writer in flight, what they committed meanwhile, and the sweep
             with store_lock(home, exclusive=True, timeout=BARRIER_TIMEOUT_S,
                             what="the store (gc waits for hooks in flight)"):
                 held = time.monotonic()
-                marked = mark(store, catalog.roots(), None, marked, shallow)
+                roots = catalog.roots()
+                # a tree the first pass could not read may sit below one it walked: then the
+                # walk starts over, so that a checkpoint's unreadable tree still stops gc
+                marked = mark(store, roots, None, *((marked, shallow) if not shallow else ()))
                 _sweep(home, marked, start, report, dry_run, progress)
-                _sweep_packs(home, marked, start, report, dry_run)
+                small = _sweep_packs(home, marked, start, report, dry_run)
                 report.seconds_exclusive = round(time.monotonic() - held, 3)
+        # merging small packs writes one new pack (it may be large) before deleting them and
+        # drops only what no root named under the lock: nothing a writer can come to rely on
+        # (put never relies on a packed copy), so hooks need not wait for it
+        _merge_small(home, small, marked, report, dry_run)
         _clean_tmp(home, report, dry_run)
         report.seconds = round(time.monotonic() - began, 3)
         if not dry_run:

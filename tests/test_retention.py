@@ -448,6 +448,43 @@ def test_a_checkpoint_committed_while_gc_marks_survives_its_sweep_whatever_the_c
     proj.close()
 
 
+def test_a_damaged_tree_seen_first_under_a_cache_root_still_stops_gc_once_a_checkpoint_needs_it(tmp_path):
+    """gc's first pass may only keep a tree it cannot read when a cache names it; if a
+    checkpoint committed before the sweep names the same tree above it, the second pass must
+    read it again and stop gc before anything is deleted."""
+    from rewind.catalog import Catalog
+    from rewind.errors import RewindError
+    from rewind.snapshot import record
+    home = os.environ["REWIND_HOME"]
+    root = tmp_path / "proj"
+    write(root, "d/a.txt", "a\n")
+    proj = project(root)
+    record(proj, None)                          # a scan, no checkpoint: the caches name d/'s tree
+    sub = treemod.parse(Store(home).get(proj.catalog.state(proj.id)[0]))["d"].oid
+    path = Store(home).path(sub)
+    os.chmod(path, 0o600)
+    with open(path, "wb") as f:
+        f.write(b"\x01damaged")
+    real_mark = gcmod.mark
+    calls = []
+
+    def mark_then_commit(*args, **kw):
+        got = real_mark(*args, **kw)
+        if not calls:
+            calls.append(capture(proj, "manual")[0])     # reuses d/'s tree from the cache
+        return got
+    gcmod.mark = mark_then_commit
+    catalog = Catalog(home)
+    try:
+        with pytest.raises(RewindError, match="gc stopped before deleting anything"):
+            gcmod.run(home, catalog)
+    finally:
+        gcmod.mark = real_mark
+        catalog.close()
+    assert calls and calls[0].tree == proj.catalog.state(proj.id)[0]
+    proj.close()
+
+
 def test_gc_puts_back_an_object_a_writer_reuses_while_it_sweeps(tmp_path):
     """The sweep's second look: an unreferenced object whose mtime is refreshed between the
     listing and the move is put back, not deleted."""
