@@ -252,8 +252,10 @@ def store_size(work: Path) -> float | None:
 
 # (row, limit, what bounds it, from the profiles in the issue notes; printed when not met)
 TARGETS = [
-    ("first checkpoint", 0.7, "the disk: every file read, hashed, compressed and written once (two "
-     "threads); the shadow-git reference itself swings 3.5-6.6 s (10k) and 27-31 s (100k) between runs"),
+    ("first checkpoint", 0.7, "per file, in Python: open, read, an fstat before and after (a file "
+     "changing under the read is read again), SHA-256, zlib on two threads, one pack synced; git add does "
+     "the same in C (profile at 10k: reads 1.0 s, zlib 0.35 s, DirEntry.stat 0.34 s, SHA-256 0.24 s, "
+     "open/fstat/close 0.62 s)"),
     ("PreToolUse Write hook", 3, ""),
     ("PreToolUse Write, watcher on", 3, ""),
     ("UserPromptSubmit, watcher on", 3, "interpreter and imports (~13 ms), the trees along the dirty paths "
