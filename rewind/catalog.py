@@ -10,10 +10,10 @@ never see half a schema.
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 import os
-import sys
 import sqlite3
+import sys
+from contextlib import contextmanager
 from .record import dataclass, field
 
 from .constants import CATALOG_NAME, SCHEMA_VERSION

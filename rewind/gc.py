@@ -85,37 +85,36 @@ class GcBusy(RewindError):
 
 
 def mark(store: Store, roots: dict[str, list], progress: Progress | None = None,
-         marked: set[str] | None = None, shallow: set[str] | None = None) -> set[str]:
+         marked: set[str] | None = None, unread: set[str] | None = None) -> set[str]:
     """Every object id the roots reach. Checkpoint trees must be readable (a missing one
-    would hide what it needs, so gc stops); the caches' trees are followed when present.
-    `marked`: ids already marked by an earlier pass over other roots (a marked tree's whole
-    subtree is marked, so the walk stops there), except those in `shallow`: trees that
-    could not be read, kept but not walked."""
+    would hide what it needs, so gc stops); the caches' trees are followed when present,
+    and those that cannot be read are kept and added to `unread`. `marked`: the result of
+    an earlier pass that left `unread` empty (a marked tree's whole subtree is marked, so
+    the walk stops there)."""
     marked = set() if marked is None else marked
-    shallow = set() if shallow is None else shallow
+    unread = set() if unread is None else unread
 
     def walk(oid: str, strict: bool, where: str) -> None:
         stack = [oid]
         while stack:
             tid = stack.pop()
-            if tid in marked and tid not in shallow:
+            if tid in marked:
                 continue
             try:
                 entries = treemod.parse(store.get(tid))
             except (CorruptObject, ValueError) as e:
                 if not strict:
                     marked.add(tid)
-                    shallow.add(tid)
+                    unread.add(tid)
                     continue
                 problem = e.problem if isinstance(e, CorruptObject) else f"does not parse ({e})"
                 raise RewindError(f"gc stopped before deleting anything: tree {tid[:12]} of {where} "
                                   f"is {problem}",
                                   hint="`rewind verify` lists the damage") from None
             marked.add(tid)
-            shallow.discard(tid)
             for e in entries.values():
                 if e.kind == DIR:
-                    if e.oid not in marked or e.oid in shallow:
+                    if e.oid not in marked:
                         stack.append(e.oid)
                 elif e.kind != LARGE and e.oid:
                     marked.add(e.oid)
@@ -233,27 +232,27 @@ def _sweep_packs(home: str, marked: set[str], start_ns: int, report: GcReport, d
         names = sorted(n for n in os.listdir(pdir) if n.endswith(".pack"))
     except FileNotFoundError:
         return []
-    small: list[tuple[str, _Pack, int, int]] = []   # (path, pack, unreferenced, bytes)
+    small: list[tuple[_Pack, int, int, int]] = []   # (pack, unreferenced, their bytes, pack bytes)
     for name in names:
         path = os.path.join(pdir, name)
         try:
             pack = _Pack(path)
-            size = os.stat(path).st_size
-            mtime = os.stat(path).st_mtime_ns
+            st = os.stat(path)
         except (OSError, ValueError):
             continue                   # damaged or gone: kept; `verify` names what it held
+        size, mtime = st.st_size, st.st_mtime_ns
         entries = list(pack.entries())
         live = [n for oid, _, n in entries if oid in marked]
-        dead_bytes = sum(n for _, _, n in entries) - sum(live)
+        dead, dead_bytes = len(entries) - len(live), sum(n for _, _, n in entries) - sum(live)
         if live and mtime < start_ns and (pack.count <= _SMALL_PACK or 2 * dead_bytes > size):
-            small.append((path, pack, len(entries) - len(live), size))
+            small.append((pack, dead, dead_bytes, size))
         else:
             pack.mm.close()
         if live:
             report.objects_kept += len(live)
             report.bytes_kept += size
-            report.packed_dead += len(entries) - len(live)
-            report.packed_dead_bytes += sum(n for _, _, n in entries) - sum(live)
+            report.packed_dead += dead
+            report.packed_dead_bytes += dead_bytes
         elif mtime >= start_ns:
             report.objects_spared += len(entries)
             report.bytes_kept += size
@@ -302,32 +301,31 @@ def _merge_small(home: str, small: list, marked: set[str], report: GcReport, dry
     pack is rewritten only to leave unreferenced objects out. Killed midway, both copies
     stay: no harm."""
     try:
-        if not small or (len(small) == 1 and small[0][2] == 0):
+        if not small or (len(small) == 1 and small[0][1] == 0):
             return
         from .objects import _MAGIC, _REC, _TRAILER
         report.packs_merged = len(small)
         keep: dict[str, int] = {}
         copies = 0
-        for _, pack, *_ in small:
+        for pack, *_ in small:
             for oid, _, length in pack.entries():
                 copies += 1
                 if oid in marked:
                     keep.setdefault(oid, length)
         old_bytes = sum(size for *_, size in small)
         new_bytes = len(_MAGIC) + sum(keep.values()) + _REC * len(keep) + _TRAILER
-        dead = sum(dead for *_, dead, _ in small)
+        dead = sum(d for _, d, _, _ in small)
         # on disk, the merged packs become one of new_bytes; the copies left out are swept
         report.packed_dead -= dead
-        report.packed_dead_bytes = max(0, report.packed_dead_bytes - sum(
-            n for _, pack, *_ in small for oid, _, n in pack.entries() if oid not in marked))
+        report.packed_dead_bytes -= sum(b for _, _, b, _ in small)
         report.objects_kept -= (copies - dead) - len(keep)     # duplicates become one
         report.objects_swept += copies - len(keep)
         report.bytes_swept += old_bytes - new_bytes
         report.bytes_kept += new_bytes - old_bytes
         if not dry_run:
-            _write_merged(home, [pack for _, pack, *_ in small], marked.__contains__)
+            _write_merged(home, [pack for pack, *_ in small], marked.__contains__)
     finally:
-        for _, pack, *_ in small:
+        for pack, *_ in small:
             pack.mm.close()
 
 
@@ -428,8 +426,8 @@ def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress |
         roots = catalog.roots()
         if would_drop:
             roots["checkpoints"] = [r for r in roots["checkpoints"] if (r[0], r[1]) not in would_drop]
-        shallow: set[str] = set()
-        marked = mark(store, roots, progress, shallow=shallow)
+        unread: set[str] = set()
+        marked = mark(store, roots, progress, unread=unread)
         if dry_run:
             _sweep(home, marked, start, report, dry_run, progress)
             small = _sweep_packs(home, marked, start, report, dry_run)
@@ -441,7 +439,7 @@ def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress |
                 roots = catalog.roots()
                 # a tree the first pass could not read may sit below one it walked: then the
                 # walk starts over, so that a checkpoint's unreadable tree still stops gc
-                marked = mark(store, roots, None, *((marked, shallow) if not shallow else ()))
+                marked = mark(store, roots, None, None if unread else marked)
                 _sweep(home, marked, start, report, dry_run, progress)
                 small = _sweep_packs(home, marked, start, report, dry_run)
                 report.seconds_exclusive = round(time.monotonic() - held, 3)

@@ -189,9 +189,6 @@ class Store:
             raise CorruptObject(str(oid)[:64], "not an object id (a damaged catalog or tree)")
         return os.path.join(self.objects, oid[:2], oid[2:])
 
-    def has(self, oid: str) -> bool:
-        return oid in self._staged or os.path.exists(self.path(oid)) or self._find_packed(oid) is not None
-
     # -- writing ---------------------------------------------------------------------
     def put(self, data: bytes, oid: str | None = None) -> str:
         """Stage `data`; returns its id. The object is durable after `flush()`."""
@@ -310,6 +307,10 @@ class Store:
         """Remember whether a blob this process holds whole is binary (a NUL in its first
         8 KB), so that `is_binary` need not read it back."""
         self._binary[oid] = data.find(b"\0", 0, 8192) != -1
+
+    def known_binary(self, oid: str) -> bool | None:
+        """The remembered flag of a blob this process held whole, or None."""
+        return self._binary.get(oid)
 
     def is_binary(self, oid: str) -> bool:
         """A NUL in the blob's first 8 KB (git's test), remembered or read from its head."""
@@ -527,10 +528,8 @@ class _Pack:
         self._dict: dict[bytes, int] | None = None     # id -> index record, built after _BSEARCHES finds
         self._finds = 0
         if self.count <= _DICT_PACK:
-            idx = self.mm[self.index_at:self.index_at + self.count * _REC]
-            self.small = {idx[i:i + 32]: (int.from_bytes(idx[i + 32:i + 40], "big"),
-                                          int.from_bytes(idx[i + 40:i + 48], "big"))
-                          for i in range(0, len(idx), _REC)}
+            base, mm = self.index_at, self.mm
+            self.small = {mm[at:at + 32]: self._record(at) for at in range(base, base + self.count * _REC, _REC)}
 
     def find(self, key: bytes) -> tuple[int, int] | None:
         if self.small is not None:
@@ -542,9 +541,7 @@ class _Pack:
                 self._dict = {mm[at:at + 32]: at for at in range(base, base + self.count * _REC, _REC)}
         if self._dict is not None:
             at = self._dict.get(key)
-            if at is None:
-                return None
-            return int.from_bytes(mm[at + 32:at + 40], "big"), int.from_bytes(mm[at + 40:at + 48], "big")
+            return None if at is None else self._record(at)
         lo, hi = 0, self.count
         while lo < hi:
             mid = (lo + hi) // 2
@@ -555,8 +552,13 @@ class _Pack:
             elif k > key:
                 hi = mid
             else:
-                return int.from_bytes(mm[at + 32:at + 40], "big"), int.from_bytes(mm[at + 40:at + 48], "big")
+                return self._record(at)
         return None
+
+    def _record(self, at: int) -> tuple[int, int]:
+        """(offset, length) of the index record at `at`."""
+        mm = self.mm
+        return int.from_bytes(mm[at + 32:at + 40], "big"), int.from_bytes(mm[at + 40:at + 48], "big")
 
     def read(self, off: int, length: int) -> bytes:
         if off + length > self.index_at:
@@ -566,7 +568,5 @@ class _Pack:
     def entries(self):
         """(id, offset, length) of every object in the pack."""
         mm, base = self.mm, self.index_at
-        for i in range(self.count):
-            at = base + i * _REC
-            yield (mm[at:at + 32].hex(), int.from_bytes(mm[at + 32:at + 40], "big"),
-                   int.from_bytes(mm[at + 40:at + 48], "big"))
+        for at in range(base, base + self.count * _REC, _REC):
+            yield (mm[at:at + 32].hex(), *self._record(at))

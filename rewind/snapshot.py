@@ -395,7 +395,7 @@ def _blob_binary(store: Store, oid: str) -> bool:
 
 def _file_binary(store: Store, oid: str, path: str) -> bool:
     """The working file's binary flag: remembered when this process read it, else read."""
-    known = store._binary.get(oid)
+    known = store.known_binary(oid)
     if known is not None:
         return known
     try:
