@@ -193,10 +193,13 @@ class ChangeRow:
     command: str | None = None
     session_id: str | None = None
     flags: list[str] = field(default_factory=list)
+    # a restore's change: who wrote the content it put back, and from which checkpoint
+    # ({"checkpoint": N, "source": ..., "tool": ..., "command": ..., "session_id": ...})
+    restored: dict | None = None
 
 
 _CH_COLS = ("path", "status", "old_kind", "new_kind", "old_mode", "new_mode", "old_oid", "new_oid",
-            "old_size", "new_size", "source", "tool", "command", "session_id", "flags")
+            "old_size", "new_size", "source", "tool", "command", "session_id", "flags", "restored")
 
 
 # Schema changes, in order: _MIGRATIONS[v] takes a catalog from version v+1 to v+2.
@@ -237,7 +240,21 @@ _MIGRATIONS = [
     ALTER TABLE project_state ADD COLUMN fallback_ns INTEGER;
     ALTER TABLE windows ADD COLUMN agent_pid INTEGER;
     """,
+    # 3: attribution that holds in real sessions (issue 14): a shell window's pid account
+    # (procs.py), and who wrote the content a restore put back
+    """
+    ALTER TABLE windows ADD COLUMN pid_mark INTEGER;
+    ALTER TABLE windows ADD COLUMN hook_pids TEXT;
+    ALTER TABLE changes ADD COLUMN restored TEXT;
+    """,
 ]
+
+
+def _json_or_none(text: str | None):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
 
 
 def _migrate(db, version: int) -> None:
@@ -353,7 +370,8 @@ class Catalog:
         for c in changes:
             values = [getattr(c, col) for col in _CH_COLS]
             values[0] = os.fsencode(c.path)
-            values[-1] = ",".join(c.flags)
+            values[-2] = ",".join(c.flags)
+            values[-1] = json.dumps(c.restored, sort_keys=True) if c.restored else None
             rows.append((project_id, number, *values))
         self.db.executemany(f"INSERT OR REPLACE INTO changes(project_id, number, {','.join(_CH_COLS)}) "
                             f"VALUES (?, ?, {','.join('?' * len(_CH_COLS))})", rows)
@@ -367,6 +385,7 @@ class Catalog:
             values = dict(zip(_CH_COLS, r))
             values["path"] = os.fsdecode(values["path"])
             values["flags"] = [f for f in values["flags"].split(",") if f]
+            values["restored"] = _json_or_none(values["restored"])
             out.append(ChangeRow(**values))
         return out
 

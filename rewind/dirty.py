@@ -12,6 +12,7 @@ from .project import Project
 
 COOKIE_TIMEOUT_S = 0.5
 ANCHOR = "r"        # an event kind that makes the next scan read everything
+MARKER_LOST = b"\0marker"   # an anchor's path: a shell window's marker could not be written
 
 
 @dataclass
@@ -53,6 +54,31 @@ def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
             pass
 
 
+def mark(project: Project, what: str) -> None:
+    """Put a marker into the watcher's event stream (a file created and removed at once, no
+    wait): `what` is "open-ID" or "close-ID,ID". The watcher opens or closes those shell
+    windows at exactly that point of its stream, so whether a change came before, inside or
+    after a window is read from one queue, not from the clocks of two processes, however
+    late the watcher reads. Without a running watcher there is nothing to mark. A marker
+    that cannot be written makes the next scan a full one (attribution at hook
+    granularity, which needs no marker)."""
+    row = project.catalog.watcher(project.id)
+    if row is None or row["stopped_ns"] is not None:
+        return
+    path = os.path.join(project.root, f"{watcher.COOKIE_PREFIX}{what}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError:
+        with project.catalog.transaction():
+            project.catalog.db.execute("INSERT INTO watch_events(project_id, path, kind, ts) VALUES (?,?,?,?)",
+                                       (project.id, MARKER_LOST, ANCHOR, time.time_ns()))
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
     """Inside the project lock: how the next scan goes."""
     cat = project.catalog
@@ -82,6 +108,7 @@ def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
     for path, kind, ts, writer in cat.events(project.id, state.get("consumed_seq") or 0, upto):
         if kind == ANCHOR:
             reason = ("events were lost (inotify queue overflow or watch limit)" if path == ""
+                      else "a shell window's marker could not be written" if path == "\0marker"
                       else f"an ignore file changed ({path})")
             return ScanPlan(False, reason, {}, upto, None)
         if kind == "c" or path not in dirty:

@@ -1,30 +1,44 @@
-"""Which processes are the agent's shell command: Linux /proc, unprivileged.
+"""Could an open shell window's command have made a change? Linux /proc, unprivileged.
 
-inotify does not say who wrote a file, and an unprivileged process cannot learn it. What
-it can learn is whether the command of an open shell window is running at all: a process
-that descends from the agent and started after the window opened. A change made while no
-such process runs (the command waits for permission, or has ended) is not the command's.
+inotify does not say who wrote a file, and an unprivileged process cannot learn it. The
+rule (README, "What it cannot tell"): a change inside an open shell window is the
+command's, unless rewind can *show* that the command could not have made it. The one
+thing it can show is that no process of the command existed yet (the agent waits for
+the person's permission before it starts the command). Everything else, a watcher that
+reads its events late, a command that lives a few milliseconds, a shell started through a
+pty or an intermediate process, a command reaped before the first look, lacks that proof
+and stays the command's.
 
-Polling can miss a command that starts and ends between two looks (`echo x > f` lives a
-few milliseconds). So "no command ran" is said only with evidence: every pid the kernel
-handed out since the last look (the namespace's `ns_last_pid`) was seen, or else the agent
-did not reap a child in that time (its children's counters in /proc/PID/stat did not
-move). A process that was born and reaped unseen while the agent's counters moved counts
-as the command having just run.
+The proof is an account of process ids, not of clocks. The hook that opens a window writes
+down the namespace's last handed-out pid (`ns_last_pid`) and its own process chain. Every
+pid handed out after that mark belongs to a process that started after the window
+opened; the command, if it ran, is one of them. At each look the watcher walks the pids
+handed out since the previous look:
+- alive and not descended from the agent (nor from the hook that opened the window): not
+  the command, and it never will be (a process only ever moves away from its ancestors);
+- alive and descended from the agent: the command may have started;
+- a thread (its /proc entry exists, unlisted): belongs to a process accounted for already;
+- gone: a process born and ended unseen; it may have been the command.
+A window stays "waiting" only while every pid is accounted for as "not the command", its
+agent is still alive (a hook run through a short-lived wrapper gives no agent to watch),
+and the agent had no shell of its own when the window opened (a persistent shell can run
+`echo x > f` without a new process). A change read by the watcher before a look that still
+finds the window waiting happened before any process of the command existed: not the
+command's. Once not waiting, a window stays so until it closes.
+
+No start times are compared: /proc's process start times count clock ticks from a boot
+time given in whole seconds, so a command that started right after its window could look
+up to a second older than it (seen here: every shell change of a Gemini session came out
+`external`).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 
 SHELLS = {"sh", "bash", "dash", "zsh", "fish", "ksh", "busybox"}
-START_SLACK_NS = 30_000_000      # /proc start times have clock-tick (10 ms) resolution
-RECENT_NS = 250_000_000          # a command seen alive this recently still counts as running
-                                 # (covers the watcher's own lag between a write and its event)
-LATE_NS = 200_000_000            # a window first seen this long after it opened: its command
-                                 # may have run unseen before the first look
+MAX_GAP = 4096                   # more pids than this since the last look: no proof
 
 
 def _fields(pid: int) -> list[bytes] | None:
@@ -38,39 +52,13 @@ def _fields(pid: int) -> list[bytes] | None:
     return data[data.rfind(b")") + 2:].split()
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, start time in ns since the epoch) of a process, or None."""
+def _ppid(pid: int) -> int | None:
     fields = _fields(pid)
-    if fields is None:
-        return None
-    return int(fields[1]), _BOOT_NS + int(fields[19]) * _TICK_NS
+    return int(fields[1]) if fields else None
 
 
-def _boot_ns() -> int:
-    try:
-        with open("/proc/stat") as f:
-            for line in f:
-                if line.startswith("btime "):
-                    return int(line.split()[1]) * 10**9
-    except OSError:
-        pass
-    return 0
-
-
-_BOOT_NS = _boot_ns()
-_TICK_NS = 10**9 // (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
-
-
-def _reaped(pid: int) -> tuple[int, ...] | None:
-    """What a process's reaped children cost it (cminflt, cmajflt, cutime, cstime): it moves
-    whenever the process waits for a child that has ended, and only then."""
-    fields = _fields(pid)
-    if fields is None:
-        return None
-    return int(fields[8]), int(fields[10]), int(fields[13]), int(fields[14])
-
-
-def _last_pid() -> int | None:
+def last_pid() -> int | None:
+    """The pid the kernel handed out last in this pid namespace (threads included)."""
     try:
         with open("/proc/sys/kernel/ns_last_pid", "rb") as f:
             return int(f.read())
@@ -87,7 +75,6 @@ def _pid_max() -> int:
 
 
 _PID_MAX = _pid_max()
-MAX_GAP = 4096                   # more pids than this since the last look: assume anything
 
 
 def _comm(pid: int) -> str:
@@ -98,138 +85,151 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def agent_pid() -> int | None:
-    """For a hook: the agent that ran it, i.e. the nearest ancestor that is not a shell."""
+def hook_chain() -> tuple[int | None, list[int]]:
+    """For a hook: (the agent that ran it, this process and the shells between it and the
+    agent). The agent is the nearest ancestor that is not a shell."""
+    chain = [os.getpid()]
     pid = os.getppid()
     for _ in range(8):
         if pid <= 1:
-            return None
+            return None, chain
         if _comm(pid) not in SHELLS:
-            return pid
-        st = _stat(pid)
-        if st is None:
-            return None
-        pid = st[0]
-    return None
+            return pid, chain
+        chain.append(pid)
+        pid = _ppid(pid) or 0
+    return None, chain
 
 
-def _is_hook(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read()
-    except OSError:
-        return False
-    return b"rewind" in cmd and b"hook" in cmd
+def agent_pid() -> int | None:
+    return hook_chain()[0]
+
+
+class _Window:
+    __slots__ = ("id", "agent", "mark", "hooks", "waiting", "why", "first")
+
+    def __init__(self, wid: int, agent: int | None, mark: int | None, hooks: set[int]):
+        self.id, self.agent, self.mark, self.hooks = wid, agent, mark, hooks
+        self.waiting = agent is not None and mark is not None
+        self.why = "" if self.waiting else "no agent process or pid mark"
+        self.first = True
 
 
 class Commands:
-    """Tracks, for open shell windows, whether their command's processes are running.
-    `windows`: [(window id, agent pid, opened_ns)], refreshed by the caller."""
+    """The open shell windows in the watcher's event order, and for each whether its
+    command provably has not started yet (see the module docstring)."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.windows: list[tuple[int, int, int]] = []
-        self.parent: dict[int, int] = {}
-        self.start: dict[int, int] = {}
-        self.fresh: dict[int, set[int]] = {}     # window id -> its command's pids
-        self.last_alive_ns = 0
-        self.last_poll_ns = 0
-        self.alive_now = False
-        self.checked: set[int] = set()           # windows whose candidates included every pid
-        self.last_pid: int | None = None         # ns_last_pid at the last look
-        self.reaped: dict[int, tuple | None] = {}  # agent pid -> its reaped children's counters
-        self.unseen = 0                          # looks that found a command may have run unseen
-        self.available = os.path.isdir("/proc/self")
+        self.windows: dict[int, _Window] = {}
+        self.available = os.path.isdir("/proc/self") and last_pid() is not None
+        self.proofs = 0          # changes shown to come before their window's command
+        self.looks = 0
 
     @property
     def active(self) -> bool:
-        return bool(self.windows) and self.available
+        """Some window still waits: looks keep its pid account current."""
+        return any(w.waiting for w in self.windows.values())
 
-    def set_windows(self, windows: list[tuple[int, int, int]]) -> None:
+    def update(self, rows: list[tuple[int, int | None, int | None, str | None]], drop: set[int]) -> None:
+        """Windows join (id, agent pid, pid mark, the opening hook's pids); those in `drop`
+        leave. A window already known keeps its account."""
         with self.lock:
-            self.windows = [w for w in windows if w[1]]
-            if not self.windows:                 # no look until the next window: start afresh
-                self.last_pid, self.reaped = None, {}
-            keep = {w[0] for w in self.windows}
-            self.fresh = {k: v for k, v in self.fresh.items() if k in keep}
-            self.checked &= keep
+            for wid in drop:
+                self.windows.pop(wid, None)
+            for wid, agent, mark, hooks in rows:
+                if wid not in self.windows and wid not in drop:
+                    pids = {int(p) for p in (hooks or "").split(",") if p.isdigit()}
+                    self.windows[wid] = _Window(wid, agent, mark if self.available else None, pids)
 
-    def _descends(self, pid: int, ancestor: int) -> bool:
-        for _ in range(64):
-            pid = self.parent.get(pid, 0)
-            if pid == ancestor:
-                return True
-            if pid <= 1:
-                return False
-        return False
-
-    def poll(self) -> bool:
-        """Look at /proc once; True if some window's command runs now."""
-        if not self.active:
-            return False
+    def explaining(self) -> str | None:
+        """For a change the watcher has just read: the windows whose command may have made
+        it, as "w:ID,ID" ("w:" when windows are open but none of their commands had
+        started), or None when no shell window is open."""
         with self.lock:
-            last = _last_pid()
-            try:
-                pids = {int(n) for n in os.listdir("/proc") if n.isdigit()}
-            except OSError:
-                return False
-            unseen = self._unseen(pids, last)
-            for gone in set(self.parent) - pids:
-                self.parent.pop(gone, None)
-                self.start.pop(gone, None)
-            new = [p for p in pids if p not in self.parent]
-            for p in new:
-                st = _stat(p)
-                if st is not None:
-                    self.parent[p], self.start[p] = st
-            now = time.time_ns()
-            alive = False
-            moved = False
-            for agent in {w[1] for w in self.windows}:
-                before, self.reaped[agent] = self.reaped.get(agent), _reaped(agent)
-                moved = moved or (before is not None and before != self.reaped[agent])
-            for wid, agent, opened in self.windows:
-                mine = self.fresh.setdefault(wid, set())
-                first = wid not in self.checked
-                candidates = list(self.parent) if first else new
-                self.checked.add(wid)
-                if first and now - opened > LATE_NS:
-                    alive = True                 # found late: its command may have come and gone
-                for p in candidates:
-                    if p in self.start and self.start[p] >= opened - START_SLACK_NS \
-                            and self._descends(p, agent) and not _is_hook(p):
-                        mine.add(p)
-                mine &= pids
-                alive = alive or bool(mine)
-            if unseen and moved and not alive:
-                self.unseen += 1
-                alive = True                     # a process came and went, reaped by the agent
-            if alive:
-                self.last_alive_ns = now
-            self.last_poll_ns, self.alive_now = now, alive
-            return alive
+            if not self.windows:
+                return None
+            if any(w.waiting for w in self.windows.values()):
+                self._look()
+            ids = [w.id for w in self.windows.values() if not w.waiting]
+            if len(ids) < len(self.windows):
+                self.proofs += 1
+            return "w:" + ",".join(map(str, sorted(ids)))
 
-    def _unseen(self, pids: set[int], last: int | None) -> bool:
-        """Was a pid handed out since the last look that is gone already (not a live thread)?"""
-        before, self.last_pid = self.last_pid, last
-        if before is None or last is None:
-            return False                         # the first look: a baseline, nothing to judge
-        gap = (last - before) % _PID_MAX
+    def poll(self) -> None:
+        """A look between changes: keeps the account of a waiting window short."""
+        with self.lock:
+            if any(w.waiting for w in self.windows.values()):
+                self._look()
+
+    # -- inside the lock ---------------------------------------------------------------
+    def _look(self) -> None:
+        self.looks += 1
+        last = last_pid()       # first the mark, then the listing: every pid up to it is listed
+        try:
+            listed = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+        except OSError:
+            listed = None
+        parents: dict[int, int | None] = {}
+        for w in self.windows.values():
+            if w.waiting:
+                why = self._account(w, last, listed, parents)
+                if why:
+                    w.waiting, w.why = False, why
+
+    def _account(self, w: _Window, last: int | None, listed: set[int] | None,
+                 parents: dict[int, int | None]) -> str:
+        """Why window `w` is no longer provably waiting, or "" (and its mark moved on)."""
+        if last is None or listed is None:
+            return "/proc cannot be read"
+        if w.agent not in listed:
+            return "its agent process is gone"
+        if w.first:
+            w.first = False
+            shell = self._agents_shell(w, listed, parents)
+            if shell:
+                return f"the agent has a shell of its own ({shell})"
+        gap = (last - w.mark) % _PID_MAX
         if gap > MAX_GAP:
-            return True
+            return f"{gap} pids handed out since the last look"
         for k in range(1, gap + 1):
-            p = (before + k) % _PID_MAX
-            if p not in pids and not os.path.exists(f"/proc/{p}"):
-                return True
-        return False
+            p = (w.mark + k) % _PID_MAX
+            if p in listed:
+                if self._descends(p, w.agent, w.hooks, parents) == "agent":
+                    return f"process {p} descends from the agent"
+            elif not os.path.exists(f"/proc/{p}"):
+                return f"process {p} came and went unseen"
+        w.mark = last
+        return ""
 
-    def writer_hint(self) -> str | None:
-        """For an event now: "cmd" if a window's command runs (or just ran), "none" if a
-        shell window is open but no process of its command runs, None without a window."""
-        if not self.active:
-            return None
-        now = time.time_ns()
-        alive = self.alive_now if now - self.last_poll_ns < 3_000_000 else self.poll()
-        if alive or now - self.last_alive_ns <= RECENT_NS:
-            return "cmd"
-        return "none"
+    def _descends(self, pid: int, agent: int, hooks: set[int], parents: dict[int, int | None]) -> str:
+        """"agent" if `pid` descends from the agent (other than through the hook that opened
+        the window), "hook" if through that hook, "" if from neither."""
+        for _ in range(64):
+            if pid in hooks:
+                return "hook"
+            if pid == agent:
+                return "agent"
+            if pid <= 1:
+                return ""
+            if pid not in parents:
+                parents[pid] = _ppid(pid)
+            nxt = parents[pid]
+            if nxt is None:
+                return "agent"           # vanished mid-walk: it may have been anything
+            pid = nxt
+        return "agent"
+
+    def _agents_shell(self, w: _Window, listed: set[int], parents: dict[int, int | None]) -> str:
+        """A live shell below the agent that is not the opening hook's own: it could run a
+        command without starting a process."""
+        for p in listed:
+            if p == w.agent or self._descends(p, w.agent, w.hooks, parents) != "agent":
+                continue
+            comm = _comm(p)
+            if comm in SHELLS:
+                return f"{comm} {p}"
+        return ""
+
+    def why(self) -> dict[int, str]:
+        with self.lock:
+            return {w.id: ("waiting" if w.waiting else w.why) for w in self.windows.values()}

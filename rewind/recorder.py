@@ -19,7 +19,6 @@ from .hooks.base import Event
 from .ignore import IgnoreRules
 from .lock import store_lock
 from .objects import Store, digest_of
-from .procs import agent_pid
 from .project import Project, open_catalog, resolve_root
 from .snapshot import record
 
@@ -75,15 +74,21 @@ def _register(project: Project, ev: Event) -> None:
 
 
 def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
+    """Close the session's open windows (a cancelled tool sends no Post event), then mark
+    the place in the watcher's stream. Called right before a scan: its segment still counts
+    them (closed after it began), the next one no longer does."""
     db = project.catalog.db
+    where = "project_id=? AND closed_ns IS NULL AND agent=? AND session_id=?"
+    args: tuple = (project.id, ev.agent, ev.session_id)
+    if scope == "agent" and ev.agent_id:
+        where += " AND agent_id=?"
+        args += (ev.agent_id,)
     with project.catalog.transaction():
-        if scope == "agent" and ev.agent_id:
-            db.execute("UPDATE windows SET closed_ns=? WHERE project_id=? AND closed_ns IS NULL AND "
-                       "agent=? AND session_id=? AND agent_id=?",
-                       (time.time_ns(), project.id, ev.agent, ev.session_id, ev.agent_id))
-        else:
-            db.execute("UPDATE windows SET closed_ns=? WHERE project_id=? AND closed_ns IS NULL AND "
-                       "agent=? AND session_id=?", (time.time_ns(), project.id, ev.agent, ev.session_id))
+        ids = [r[0] for r in db.execute(f"SELECT id FROM windows WHERE {where} AND kind='bash'", args)]
+        db.execute(f"UPDATE windows SET closed_ns=? WHERE {where}", (time.time_ns(), *args))
+    if ids:
+        from .dirty import mark
+        mark(project, "close-" + ",".join(map(str, ids[:40])))
 
 
 def _ensure_watcher(project: Project, settings) -> str:
@@ -122,13 +127,13 @@ def _dispatch(project: Project, ev: Event) -> str:
         _ensure_watcher(project, settings)   # a watcher that died comes back (this scan is a full one)
         meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
                 "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
+        _close_windows(project, ev)
         cp, _, _ = record(project, "prompt", message=ev.prompt, meta=meta, lock_timeout=SCAN_LOCK_TIMEOUT,
                           settings=settings)
-        _close_windows(project, ev)   # a cancelled tool sends no Post event
         return f"checkpoint {cp.number}"
     if ev.kind == "stop":
-        record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
         _close_windows(project, ev, ev.stop_scope)
+        record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
         return "turn closed"
     if ev.kind == "file_edited":
         return _edited(project, ev)
@@ -163,31 +168,30 @@ def _edited(project: Project, ev: Event) -> str:
 
 
 def _shell(project: Project, ev: Event) -> str:
+    """A shell window: opened after a scan (what came before is not the command's), closed
+    before one (the scan's segment ends with it). Each is marked in the watcher's stream."""
+    from .dirty import mark
+    from .procs import hook_chain, last_pid
     db = project.catalog.db
     if ev.kind == "pre_tool":
         _, _, stamp = record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+        agent, chain = hook_chain()
         with project.catalog.transaction():
-            db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
-                       " command, opened_ns, agent_pid) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                       (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool, "bash",
-                        ev.command, stamp, agent_pid()))
-        _tell_watcher(project)
+            wid = db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
+                             " command, opened_ns, agent_pid, pid_mark, hook_pids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                             (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool, "bash",
+                              ev.command, stamp, agent, last_pid(), ",".join(map(str, chain)))).lastrowid
+        mark(project, f"open-{wid}")
         return "shell window opened"
-    record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
     with project.catalog.transaction():
         wid = _find_window(project, ev, "bash")
         if wid is not None:
             db.execute("UPDATE windows SET closed_ns=?, failed=? WHERE id=?",
                        (time.time_ns(), int(ev.failed), wid))
+    if wid is not None:
+        mark(project, f"close-{wid}")
+    record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
     return "shell window closed"
-
-
-def _tell_watcher(project: Project) -> None:
-    """A cookie round trip after opening a shell window: the watcher knows of the window
-    (and looks for its command's processes) before the agent starts the command."""
-    from . import dirty, watcher
-    if watcher.healthy(watcher.running(project.home, project.catalog, project.id)) is None:
-        dirty.sync(project, timeout=0.2)
 
 
 def _find_window(project: Project, ev: Event, kind: str, target: str | None = None) -> int | None:

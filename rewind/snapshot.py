@@ -74,9 +74,12 @@ def _shell_source(shells: list[dict]) -> tuple | None:
 
 
 def _default_source(project: Project, windows: list[dict], since_ns: int) -> tuple:
-    """(source, tool, command, session_id, flags) for a change no edit tool explains."""
-    shell = _shell_source([w for w in windows if w["kind"] == "bash" and w["closed_ns"] is None
-                           and w["opened_ns"] <= since_ns])
+    """(source, tool, command, session_id, flags) for a change the watcher did not place in
+    time: the shell windows open across the segment (opened by its start, not closed before
+    it began: a window is closed right before the scan that ends its segment), else outside
+    every window."""
+    shell = _shell_source([w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= since_ns
+                           and (w["closed_ns"] is None or w["closed_ns"] > since_ns)])
     if shell is not None:
         return shell
     if project.catalog.has_sessions(project.id):
@@ -84,11 +87,8 @@ def _default_source(project: Project, windows: list[dict], since_ns: int) -> tup
     return "unknown", None, None, None, []
 
 
-TOOL_LAG_NS = 2 * 10**9   # an edit tool's write may reach the watcher after its window closed
-
-
 def _event_of(events: dict[str, tuple], path: str) -> tuple[int, str | None] | None:
-    """When the watcher saw `path` change (and whether a command's process ran then): its
+    """When the watcher saw `path` change (and which shell windows could explain it): its
     own latest event, else the nearest ancestor created or moved in (a directory moved as a
     whole reports no event for its contents)."""
     own = events.get(path)
@@ -104,16 +104,23 @@ def _event_of(events: dict[str, tuple], path: str) -> tuple[int, str | None] | N
 
 def _source_at(project: Project, windows: list[dict], row: ChangeRow, ts: int, writer: str | None,
                anyone: tuple) -> tuple:
-    """The source of a change the watcher saw at `ts`: the edit tool whose target it is and
-    whose window holds ts; else the shell window(s) holding ts, unless the watcher saw that no
-    process of the command was running then (`writer` "none": the command had not started
-    yet, waiting for permission, or had ended); else outside every window."""
+    """The source of a change the watcher read at `ts`:
+    - the edit tool whose target it is, if its window was open by then and is still open,
+      or the file holds what the tool wrote (the tool's own write may be read late);
+    - else the shell windows the watcher named for it (`writer` "w:ID,..."): those open at
+      the change's place in its event stream whose command could have made it (procs.py);
+      a window closed before this segment began is a stale name (its close marker was lost);
+    - else outside every window.
+    `writer` "cmd"/"none" come from a watcher of an earlier version (timestamps)."""
     for w in reversed(windows):
         if w["kind"] == "tool" and w["target"] == row.path and w["opened_ns"] <= ts and (
-                w["closed_ns"] is None or ts <= w["closed_ns"]
-                or (ts <= w["closed_ns"] + TOOL_LAG_NS and w["post_oid"] == (row.new_oid or ""))):
+                w["closed_ns"] is None or ts <= w["closed_ns"] or w["post_oid"] == (row.new_oid or "")):
             return "tool", w["tool"], None, w["session_id"], []
-    if writer == "none":
+    if writer is not None and writer.startswith("w:"):
+        ids = {int(x) for x in writer[2:].split(",") if x.isdigit()}
+        shell = _shell_source([w for w in windows if w["kind"] == "bash" and w["id"] in ids])
+        return shell if shell is not None else anyone
+    if writer != "cmd":
         return anyone
     shell = _shell_source([w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= ts
                            and (w["closed_ns"] is None or ts <= w["closed_ns"])])

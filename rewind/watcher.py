@@ -34,7 +34,8 @@ IGNORE_FILES = (".gitignore", ".rewindignore")
 HEARTBEAT_S = 1.0
 STALE_S = 5.0                    # a heartbeat older than this: the watcher is gone
 FLUSH_S = 0.05
-COMMAND_POLL_S = 0.01            # while a shell window is open: is its command running?
+COMMAND_POLL_S = 0.02            # while a shell window waits for its command: the pid account
+WINDOW_LOST_S = 30.0             # a window closed this long ago without its marker: gone
 STARTING = "the watcher is still starting"
 
 
@@ -160,6 +161,8 @@ class Watcher:
         self.events = 0
         from .procs import Commands
         self.commands = Commands()
+        self.closed: set[int] = set()            # windows a close marker took out
+        self.windows_lock = threading.RLock()    # markers (observer thread) and refreshes (main)
         self.flush_lock = threading.Lock()       # a batch is taken and committed as one step
         self._local = threading.local()          # one catalog connection per thread
         self._catalogs: list[Catalog] = []
@@ -215,8 +218,7 @@ class Watcher:
             name = rel.rpartition("/")[2]
             if name.startswith(COOKIE_PREFIX) and "/" not in rel:
                 if kind == "c":
-                    self.refresh_windows()       # a hook may have just opened a shell window
-                    self.flush(cookie=name)
+                    self.marker(name[len(COOKIE_PREFIX):], name)
                 continue
             if self.rules.ignored(rel, event.is_directory):
                 continue
@@ -230,16 +232,47 @@ class Watcher:
                         self.group._add_all_callbacks(os.fsencode(self.root))
                     except OSError:
                         pass
-            writer = self.commands.writer_hint()
+            writer = self.commands.explaining()
             with self.lock:
                 self.pending.append((rel, kind, now, writer))
 
-    def refresh_windows(self) -> None:
-        self.commands.set_windows(self.catalog.db.execute(
-            "SELECT id, agent_pid, opened_ns FROM windows WHERE project_id=? AND kind='bash' "
-            "AND closed_ns IS NULL", (self.project_id,)).fetchall())
-        if self.commands.active:
-            self.commands.poll()
+    def marker(self, what: str, name: str) -> None:
+        """A hook's marker, at its place in the event stream: a shell window opens or
+        closes exactly here (dirty.mark); any other cookie is a sync to answer."""
+        kind, _, rest = what.partition("-")
+        if kind in ("open", "close"):
+            ids = {int(x) for x in rest.split("-", 1)[0].split(",") if x.isdigit()}
+            with self.windows_lock:
+                if kind == "open":
+                    self.refresh_windows(ids)
+                else:
+                    self.closed.update(ids)
+                    self.commands.update([], ids)
+            return
+        self.refresh_windows()                 # a hook may have just opened a shell window
+        self.flush(cookie=name)
+
+    def refresh_windows(self, ids: set[int] | None = None) -> None:
+        """Shell windows open in the catalog join the watcher's view (those named by an open
+        marker, or all of them). Only a close marker takes one out, at its place in the
+        stream: a window the catalog says is closed may still have changes of its command
+        waiting in the queue. A window closed WINDOW_LOST_S ago whose marker never came (it
+        could not be written) leaves then."""
+        with self.windows_lock:
+            rows = self.catalog.db.execute(
+                "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' "
+                "AND closed_ns IS NULL" + (" AND id IN (%s)" % ",".join(map(str, ids)) if ids else ""),
+                (self.project_id,)).fetchall()
+            lost = set()
+            if ids is None:
+                known = set(self.commands.windows)
+                recent = {r[0] for r in self.catalog.db.execute(
+                    "SELECT id FROM windows WHERE project_id=? AND kind='bash' AND closed_ns > ?",
+                    (self.project_id, time.time_ns() - int(WINDOW_LOST_S * 1e9)))}
+                lost = known - {r[0] for r in rows} - recent
+            self.commands.update([r for r in rows if r[0] not in self.closed], lost)
+            if len(self.closed) > 1000:
+                self.closed = set(sorted(self.closed)[-100:])
 
     def flush(self, cookie: str | None = None) -> None:
         """Write the pending events (and a cookie's answer after them): under flush_lock, so
@@ -330,9 +363,9 @@ class Watcher:
             next_windows = 0.0
             while not self._pause(COMMAND_POLL_S if self.commands.active else FLUSH_S):
                 if time.monotonic() >= next_windows:
-                    next_windows = time.monotonic() + 0.1
+                    next_windows = time.monotonic() + 1.0
                     self.refresh_windows()
-                elif self.commands.active:
+                if self.commands.active:
                     self.commands.poll()
                 self.flush()
                 if time.monotonic() >= next_beat:

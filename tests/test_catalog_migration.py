@@ -25,15 +25,18 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
     db.close()
     cat = catmod.Catalog(str(home))
     try:
-        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "2"
+        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "3"
         assert cat.checkpoint(1, 1).tree == "abc"
         st = cat.scan_state(1)
         assert (st["last_tree"], st["last_scan_ns"], st["consumed_seq"], st["fallbacks"]) == ("abc", 5, 0, 0)
         assert cat.watcher(1) is None and cat.last_event_seq(1) == 0
         assert cat.db.execute("SELECT agent_pid FROM windows").fetchone() == (None,)
+        # 3: a shell window's pid account, and who wrote what a restore put back
+        assert cat.db.execute("SELECT pid_mark, hook_pids FROM windows").fetchone() == (None, None)
+        assert cat.changes(1, 1) == []
     finally:
         cat.close()
     cat = catmod.Catalog(str(home))           # opening it again changes nothing
-    assert cat.meta("schema_version") == "2"
+    assert cat.meta("schema_version") == "3"
     cat.close()
     assert os.path.exists(home / CATALOG_NAME)
