@@ -154,6 +154,101 @@ def test_a_command_too_quick_to_be_seen_running_is_still_the_commands(session):
     assert st["fallbacks"] == 0, st
 
 
+def test_a_command_reaped_before_the_watcher_first_looks_is_the_commands(session):
+    """The watcher is stopped before the window opens: it reads the window's marker, and
+    only then the command's change, after the command is long gone."""
+    root, row = session
+    hook(payload("UserPromptSubmit", root), root)
+    pre, post = tool_pair(root, "Bash", command="rm src/m3.py && echo x > reaped.txt")
+    os.kill(row["pid"], signal.SIGSTOP)
+    try:
+        hook(pre, root)                          # its scan falls back: no watcher answers
+        subprocess.run(pre["tool_input"]["command"], shell=True, cwd=root, check=True)
+        time.sleep(0.3)
+    finally:
+        os.kill(row["pid"], signal.SIGCONT)
+    hook(post, root)
+    hook(payload("UserPromptSubmit", root), root)
+    got = changes(root, 1)
+    assert got["reaped.txt"]["source"] == "bash" and got["src/m3.py"]["source"] == "bash", got
+
+
+def test_a_command_run_through_a_pty_is_the_commands(session):
+    """Gemini CLI runs shell commands in a pty (node -> bash -> bash -> command)."""
+    root, row = session
+    hook(payload("UserPromptSubmit", root), root)
+    pre, post = tool_pair(root, "Bash", command="mkdir -p deep/er && echo x > deep/er/pty.txt")
+    hook(pre, root)
+    code = ("import pty, sys; pty.spawn(['bash', '-c', sys.argv[1]])")
+    subprocess.run([sys.executable, "-c", code, pre["tool_input"]["command"]], cwd=root, check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True)
+    hook(post, root)
+    write(root, "later.txt", "after the command, before the next prompt")
+    hook(payload("UserPromptSubmit", root), root)
+    got = changes(root, 1)
+    assert got["deep/er/pty.txt"]["source"] == "bash", got
+    assert got["deep/er/pty.txt"]["command"].startswith("mkdir -p deep/er")
+    assert got["later.txt"]["source"] == "external"
+    _, st = state(root)
+    assert st["fallbacks"] == 0, st
+
+
+def test_a_watcher_reading_late_still_places_changes_by_its_markers(session):
+    """The watcher sees the command running, then is stopped before it reads the command's
+    write, and reads it long after the command ended and its window closed; the person's
+    edit after the window comes after the close marker in the same queue."""
+    root, row = session
+    hook(payload("UserPromptSubmit", root), root)
+    pre, post = tool_pair(root, "Bash", command="sleep 0.6; echo built > out.txt")
+    hook(pre, root)
+    cmd = subprocess.Popen(pre["tool_input"]["command"], shell=True, cwd=root)
+    time.sleep(0.3)                              # the watcher has seen it running
+    os.kill(row["pid"], signal.SIGSTOP)
+    try:
+        assert cmd.wait(timeout=30) == 0
+        time.sleep(0.6)                          # long after the command was last seen
+    finally:
+        os.kill(row["pid"], signal.SIGCONT)
+    hook(post, root)
+    os.kill(row["pid"], signal.SIGSTOP)
+    try:
+        write(root, "after.txt", "the person, once the command was done")
+        time.sleep(0.3)
+    finally:
+        os.kill(row["pid"], signal.SIGCONT)
+    hook(payload("UserPromptSubmit", root), root)
+    got = changes(root, 1)
+    assert got["out.txt"]["source"] == "bash", got
+    assert got["after.txt"]["source"] == "external", got
+    _, st = state(root)
+    assert st["fallbacks"] == 0, st
+
+
+def test_a_command_run_by_a_shell_the_agent_kept_is_the_commands(session):
+    """An agent that keeps one shell for its commands: `echo x > f` is a builtin there and
+    starts no process at all, so no look at /proc can ever see the command."""
+    root, row = session
+    shell = subprocess.Popen(["bash"], stdin=subprocess.PIPE, cwd=root, text=True)
+    try:
+        hook(payload("UserPromptSubmit", root), root)
+        pre, post = tool_pair(root, "Bash", command="echo kept > kept.txt")
+        hook(pre, root)
+        time.sleep(0.2)
+        shell.stdin.write(pre["tool_input"]["command"] + "\n")
+        shell.stdin.flush()
+        deadline = time.monotonic() + 10
+        while not (root / "kept.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        hook(post, root)
+        hook(payload("UserPromptSubmit", root), root)
+    finally:
+        shell.stdin.close()
+        shell.wait(timeout=10)
+    got = changes(root, 1)
+    assert got["kept.txt"]["source"] == "bash", got
+
+
 def test_the_hooks_scan_only_what_changed_and_build_the_same_tree(session):
     root, _ = session
     hook(payload("UserPromptSubmit", root), root)
