@@ -389,6 +389,20 @@ class Catalog:
             out.append(ChangeRow(**values))
         return out
 
+    def latest_change(self, project_id: int, path: str, before: int) -> ChangeRow | None:
+        """The newest stored change of `path` under a checkpoint numbered below `before`: what
+        wrote the content `path` has in checkpoint `before`."""
+        r = self.db.execute(f"SELECT {','.join(_CH_COLS)} FROM changes WHERE project_id=? AND path=? "
+                            "AND number<? ORDER BY number DESC LIMIT 1",
+                            (project_id, os.fsencode(path), before)).fetchone()
+        if r is None:
+            return None
+        values = dict(zip(_CH_COLS, r))
+        values["path"] = path
+        values["flags"] = [f for f in values["flags"].split(",") if f]
+        values["restored"] = _json_or_none(values["restored"])
+        return ChangeRow(**values)
+
     # -- restores ----------------------------------------------------------------------
     def insert_restore(self, project_id: int, target: int, safety: int, is_undo: bool,
                        paths: list[str] | None, created_at: str) -> int:

@@ -270,6 +270,7 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                 if prev is not None:
                     rows = _apply_observations(rows, catalog.observations(project.id, base))
                     _fallback_rewind(project, prev, rows)
+                    _restored_authors(project, prev, rows)
                     if _git_moved(prev, cp):
                         source = _default_source(project, catalog.open_windows(project.id), last_ns)
                         rows.append(_git_row(prev, cp.git_head, cp.git_branch, source))
@@ -364,6 +365,29 @@ def _fallback_rewind(project: Project, cp: Checkpoint, rows: list[ChangeRow]) ->
             row.source = "rewind"
 
 
+def _restored_authors(project: Project, cp: Checkpoint, rows: list[ChangeRow]) -> None:
+    """A rewind's changes stay `rewind`; each also names who wrote the content it put back:
+    the author of that path's content in the checkpoint restored (its newest change before
+    it, itself followed back through earlier restores), so that after `to` and `undo` a
+    person's edit put back is still the person's."""
+    if cp.kind != "rewind" or cp.restore_target is None:
+        return
+    target = cp.restore_target
+    for row in rows:
+        if row.source != "rewind" or row.status == "deleted" or row.restored:
+            continue
+        before = project.catalog.latest_change(project.id, row.path, target)
+        if before is not None and before.source == "rewind":
+            row.restored = dict(before.restored or {"source": None, "tool": None, "command": None,
+                                                    "session_id": None}, checkpoint=target)
+        else:
+            row.restored = {"checkpoint": target,
+                            "source": before.source if before is not None else None,
+                            "tool": before.tool if before is not None else None,
+                            "command": before.command if before is not None else None,
+                            "session_id": before.session_id if before is not None else None}
+
+
 def live_changes(project: Project, cp: Checkpoint,
                  result: ScanResult | None = None) -> tuple[list[ChangeRow], ScanResult]:
     """Changes under the newest checkpoint: from it to the working tree, now (`result`: a
@@ -390,6 +414,7 @@ def live_changes(project: Project, cp: Checkpoint,
         [r for r in rows if r.path in recent]
     rows.sort(key=lambda r: r.path)
     _fallback_rewind(project, cp, rows)
+    _restored_authors(project, cp, rows)
     return rows, result
 
 

@@ -14,6 +14,8 @@ def change_json(c: ChangeRow) -> dict:
     return {
         "path": c.path, "status": c.status, "source": c.source, "tool": c.tool,
         "command": c.command, "flags": list(c.flags), "session_id": c.session_id,
+        # a restore's change: who wrote the content it put back, from which checkpoint
+        "restored_author": c.restored,
         "old": None if c.old_kind is None else {
             "kind": KIND_NAMES[c.old_kind], "mode": f"{c.old_mode:o}", "digest": c.old_oid or None,
             "size": c.old_size},

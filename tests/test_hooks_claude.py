@@ -111,6 +111,30 @@ def test_to_names_the_paths_someone_else_changed(played):
     assert "tool (Edit)" in line and "not written" not in line
 
 
+def test_after_to_and_undo_a_persons_edit_put_back_is_still_not_the_agents(played):
+    """The restore's changes stay `rewind`, and name who wrote what they put back: the
+    next plan still warns before overwriting the person's edit."""
+    root, _ = played
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    run_rewind("undo", "--yes", cwd=root, check=0)
+    undo_cp = json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)[0]
+    assert undo_cp["kind"] == "rewind" and undo_cp["message"] == "undo"
+    shown = {c["path"]: c for c in json.loads(run_rewind("show", str(undo_cp["id"]), "--json", cwd=root,
+                                                           check=0).stdout)["changes"]}
+    readme = shown["README.md"]
+    assert readme["source"] == "rewind"
+    assert readme["restored_author"]["source"] == "external"
+    assert readme["restored_author"]["checkpoint"] == undo_cp["restore_target"]
+    assert shown["src/app.py"]["restored_author"]["source"] == "tool"
+    assert shown["src/app.py"]["restored_author"]["tool"] == "Edit"
+    out = run_rewind("to", "1", "--dry-run", cwd=root, check=0).stdout
+    line = [x for x in out.splitlines() if x.strip().startswith("README.md")][0]
+    assert "not written by the agent" in line and "rewind" in line, line
+    line = [x for x in out.splitlines() if x.strip().startswith("src/app.py")][0]
+    assert "not written" not in line, line
+    assert sum("not written by the agent" in x for x in out.splitlines()) == 1, out
+
+
 BAD_PAYLOADS = [
     b"not json at all",
     b"",

@@ -104,12 +104,28 @@ def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bo
 STATUS_MARK = {"added": "A", "modified": "M", "deleted": "D"}
 
 
+def restored_text(r: dict) -> str:
+    """Who wrote the content a restore put back, in a few words."""
+    by = r.get("source")
+    if by == "tool" and r.get("tool"):
+        by = f"the agent's {r['tool']}"
+    elif by == "bash":
+        by = f"the agent's bash ({render.short(r.get('command') or '', 30)})" if r.get("command") else "the agent's bash"
+    elif by in ("external", "unknown"):
+        by = "someone other than the agent" if by == "external" else "unknown"
+    elif by is None:
+        return f"put back from checkpoint {r.get('checkpoint')}, written before its history"
+    return f"put back from checkpoint {r.get('checkpoint')}, written by {by}"
+
+
 def change_line(c: ChangeRow) -> tuple[str, str, str, str]:
     who = c.source
     if c.source == "tool" and c.tool:
         who = f"tool: {c.tool}"
     elif c.source == "bash" and c.command:
         who = f"bash: {render.short(c.command, 50)}"
+    elif c.source == "rewind" and c.restored:
+        who = f"rewind: {restored_text(c.restored)}"
     return STATUS_MARK[c.status], render.display_path(c.path), who, " ".join(c.flags)
 
 

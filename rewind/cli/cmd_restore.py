@@ -33,9 +33,20 @@ def latest_changes(project, since: int, paths: set[str], current=None) -> dict[s
     return found
 
 
+def author(row: ChangeRow) -> tuple[str | None, str | None]:
+    """(source, session) of whoever wrote the content now at the path: for a restore's
+    change, the author of the content it put back (when known)."""
+    if row.source == "rewind" and row.restored and row.restored.get("source"):
+        return row.restored["source"], row.restored.get("session_id")
+    return row.source, row.session_id
+
+
 def who(row: ChangeRow | None) -> str:
     if row is None:
         return "unknown"
+    if row.source == "rewind" and row.restored:
+        from .cmd_list import restored_text
+        return f"rewind ({restored_text(row.restored)})"
     if row.source == "bash" and row.command:
         return f"bash ({render.short(row.command, 40)})"
     if row.source == "tool" and row.tool:
@@ -72,9 +83,10 @@ def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str
         for op in over[:200]:
             row = latest.get(op.path)
             mark = ""
-            other_session = (row is not None and row.source in ("tool", "bash") and plan.target.session_id
-                             and row.session_id and row.session_id != plan.target.session_id)
-            if row is None or row.source not in AGENT_SOURCES or other_session:
+            source, session = author(row) if row is not None else (None, None)
+            other_session = (row is not None and source in ("tool", "bash") and plan.target.session_id
+                             and session and session != plan.target.session_id)
+            if row is None or source not in AGENT_SOURCES or other_session:
                 not_agent.append(op.path)
                 mark = "   <- another session" if other_session else "   <- not written by the agent"
             render.out(f"  {render.display_path(op.path)}  last changed by: {who(row)}{mark}")
