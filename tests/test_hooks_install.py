@@ -92,3 +92,26 @@ def test_the_installed_command_works_from_a_venv_install(tmp_path):
     assert r.returncode == 0 and r.stdout == ""
     cps = json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)
     assert cps[0]["prompt"] == "hello"
+
+
+def test_installing_again_leaves_no_backup_and_the_file_as_it_was(tmp_path):
+    """An agent wrapper may install before every run: the second install finds only
+    rewind's own entries, so there is nothing of the user's to back up (a backup of
+    rewind's own file would sit in the project and be recorded as someone's change)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    settings = root / ".claude" / "settings.local.json"
+    run_rewind("hooks", "install", "claude", cwd=root, check=0)
+    first, st = settings.read_bytes(), settings.stat()
+    run_rewind("hooks", "install", "claude", cwd=root, check=0)
+    assert settings.read_bytes() == first and settings.stat().st_mtime_ns == st.st_mtime_ns
+    assert sorted(os.listdir(root / ".claude")) == ["settings.local.json"]
+    run_rewind("hooks", "uninstall", "claude", cwd=root, check=0)
+    assert not settings.exists()
+    # and a file of the user's is backed up once, by the first install only
+    write(root, ".claude/settings.local.json", OTHER)
+    for _ in range(2):
+        run_rewind("hooks", "install", "claude", cwd=root, check=0)
+    assert (root / ".claude/settings.local.json.rewind-backup").read_text() == OTHER
+    run_rewind("hooks", "uninstall", "claude", cwd=root, check=0)
+    assert settings.read_text() == OTHER and sorted(os.listdir(root / ".claude")) == ["settings.local.json"]

@@ -156,13 +156,16 @@ def write_trust(hooks_path: str, is_ours) -> str:
             raw = f.read()
     except FileNotFoundError:
         raw = None
-    text = _without_block(raw.decode("utf-8") if raw is not None else "")
-    keep_original(config, raw)
+    old = raw.decode("utf-8") if raw is not None else ""
+    text = _without_block(old)
+    if text == old:
+        keep_original(config, raw)  # a file rewind has not changed yet
     entries = trust_entries(hooks_path, is_ours)
     if entries:
         text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + f"{BEGIN}\n{entries}\n{END}\n"
-    os.makedirs(os.path.dirname(config), exist_ok=True)
-    atomic_write(config, text.encode("utf-8"), mode=0o600)
+    if text.encode("utf-8") != raw:
+        os.makedirs(os.path.dirname(config), exist_ok=True)
+        atomic_write(config, text.encode("utf-8"), mode=0o600)
     return config
 
 

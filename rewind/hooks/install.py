@@ -116,8 +116,10 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
     Codex), or with `flat`, `event -> [handler]` (Cursor). `top`: keys the file needs
     (Cursor's "version"), set only when absent."""
     settings, raw = _load(path)
-    keep_original(path, raw)
-    settings = _strip(settings, agent)
+    stripped = _strip(json.loads(json.dumps(settings)), agent)
+    if stripped == settings:
+        keep_original(path, raw)    # the original is a file rewind has not changed yet
+    settings = stripped
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise RewindError(f"{path}: \"hooks\" is not an object; not touching it")
@@ -134,8 +136,10 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
             group["hooks"] = [handler]
         existing = hooks.get(event)
         hooks[event] = (existing if isinstance(existing, list) else []) + [group]
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    atomic_write(path, (json.dumps(settings, indent=2) + "\n").encode(), mode=0o644)
+    new = (json.dumps(settings, indent=2) + "\n").encode()
+    if new != raw:                  # installed already: the file is left as it is
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write(path, new, mode=0o644)
     return command
 
 
