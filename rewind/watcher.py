@@ -259,9 +259,11 @@ class Watcher:
         waiting in the queue. A window closed WINDOW_LOST_S ago whose marker never came (it
         could not be written) leaves then."""
         with self.windows_lock:
+            # named by an open marker: it opens here even if the catalog says it closed since
+            # (a watcher this late reads its close marker further on)
             rows = self.catalog.db.execute(
-                "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' "
-                "AND closed_ns IS NULL" + (" AND id IN (%s)" % ",".join(map(str, ids)) if ids else ""),
+                "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' AND "
+                + ("id IN (%s)" % ",".join(map(str, ids)) if ids else "closed_ns IS NULL"),
                 (self.project_id,)).fetchall()
             lost = set()
             if ids is None:
@@ -348,6 +350,7 @@ class Watcher:
 
         self.register(self.catalog)
         started = time.time_ns()
+        self.refresh_windows()                   # the shell windows open already
         observer = Observer()
         observer.start()
         try:

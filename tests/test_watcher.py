@@ -410,3 +410,31 @@ def test_a_watcher_stops_on_sigterm_whatever_it_was_doing(tmp_path):
         time.sleep(0.05 + attempt * 0.037)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
+
+
+def test_a_window_opens_at_its_marker_even_if_the_catalog_closed_it_since(tmp_path):
+    """A watcher stopped across a whole command reads the open marker after the window was
+    closed in the catalog: the window still opens there, and closes at its close marker,
+    so the command's changes read in between are named for it."""
+    from rewind.watcher import Watcher
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    proj = project(root)
+    try:
+        with proj.catalog.transaction():
+            wid = proj.catalog.db.execute(
+                "INSERT INTO windows(project_id, agent, session_id, tool, kind, command, opened_ns, closed_ns)"
+                " VALUES (?, 'claude', 's', 'Bash', 'bash', 'echo x > f', ?, ?)",
+                (proj.id, time.time_ns() - 10**9, time.time_ns())).lastrowid
+    finally:
+        proj.close()
+    w = Watcher(os.environ["REWIND_HOME"], str(root), proj.id, background=False, idle_s=None)
+    assert w.commands.explaining() is None
+    w.marker(f"open-{wid}-1-1", "marker")
+    assert w.commands.explaining() == f"w:{wid}"
+    w.refresh_windows()                          # a periodic look at the catalog keeps it
+    assert w.commands.explaining() == f"w:{wid}"
+    w.marker(f"close-{wid}-1-1", "marker")
+    assert w.commands.explaining() is None
+    w.refresh_windows()
+    assert w.commands.explaining() is None
