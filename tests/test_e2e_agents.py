@@ -38,11 +38,11 @@ def wrapper(tmp_path: Path, agent: str, real: str, scope: str) -> str:
     return str(script)
 
 
-def harness(tmp_path: Path, agent: str, exe_flag: str, exe: str, *extra: str) -> Path:
+def harness(tmp_path: Path, agent: str, exe_flag: str, exe: str, *extra: str, watch: str = "0") -> Path:
     proj = tmp_path / "proj"
     r = subprocess.run([sys.executable, str(SHARED / f"realclient-{agent}" / "run_session.py"), exe_flag, exe,
                         "--project-dir", str(proj), "--fresh", *extra],
-                       capture_output=True, text=True, timeout=600, env=dict(os.environ, REWIND_WATCH="0"),
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, REWIND_WATCH=watch),
                        cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return proj
@@ -74,8 +74,9 @@ def rewind_story(proj: Path, skip: tuple, states: dict[int, dict[str, object]]) 
 
 @pytest.mark.skipif(not GEMINI, reason="Gemini CLI not installed (npm i @google/gemini-cli@0.61.0)")
 @pytest.mark.skipif(not (SHARED / "realclient-gemini").exists(), reason="../shared/realclient-gemini missing")
-def test_a_real_gemini_cli_session_is_recorded_attributed_and_rewindable(tmp_path):
-    proj = harness(tmp_path, "gemini", "--gemini", wrapper(tmp_path, "gemini", GEMINI, "project"))
+@pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
+def test_a_real_gemini_cli_session_is_recorded_attributed_and_rewindable(tmp_path, watch):
+    proj = harness(tmp_path, "gemini", "--gemini", wrapper(tmp_path, "gemini", GEMINI, "project"), watch=watch)
     cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
     assert [c["kind"] for c in cps] == ["prompt"] * 3 and all(c["agent"] == "gemini" for c in cps)
     assert cps[-1]["prompt"].startswith("Create the app skeleton")
@@ -104,10 +105,11 @@ def test_a_real_gemini_cli_session_is_recorded_attributed_and_rewindable(tmp_pat
 
 @pytest.mark.skipif(not CODEX, reason="Codex CLI not installed (npm i @openai/codex@0.171.0)")
 @pytest.mark.skipif(not (SHARED / "realclient-codex").exists(), reason="../shared/realclient-codex missing")
-def test_a_real_codex_session_is_recorded_attributed_and_rewindable(tmp_path):
+@pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
+def test_a_real_codex_session_is_recorded_attributed_and_rewindable(tmp_path, watch):
     # the wrapper installs into $CODEX_HOME (the harness's isolated one): hooks.json and the
     # [hooks.state] trust entries in config.toml; no bypass flag anywhere
-    proj = harness(tmp_path, "codex", "--codex", wrapper(tmp_path, "codex", CODEX, "user"))
+    proj = harness(tmp_path, "codex", "--codex", wrapper(tmp_path, "codex", CODEX, "user"), watch=watch)
     cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
     assert [c["kind"] for c in cps] == ["prompt"] * 3 and all(c["agent"] == "codex" for c in cps)
     assert cps[-1]["prompt"].startswith("Create the app skeleton")

@@ -61,10 +61,11 @@ def test_a_real_claude_code_session_is_recorded_attributed_and_rewindable(tmp_pa
         assert not status["running"] and status["stopped"]["reason"] == "stopped"   # by SessionEnd
 
 
-def test_a_failing_command_that_changed_files_is_attributed_to_it(tmp_path):
+@pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
+def test_a_failing_command_that_changed_files_is_attributed_to_it(tmp_path, watch):
     # the scenario's own event list: every event Claude Code fires, PostToolUseFailure,
     # PostToolBatch and CwdChanged included (rewind ignores the ones it does not use)
-    proj = _run(tmp_path, "scenario_edge.json", "stream", events=False)
+    proj = _run(tmp_path, "scenario_edge.json", "stream", events=False, watch=watch)
     shown = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=proj, check=0).stdout)["changes"]}
     assert shown["partial.txt"]["source"] == "bash"
     assert shown["partial.txt"]["command"].startswith("echo y > partial.txt")
