@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat as S
+import time
 from .record import dataclass, field
 
 from .constants import MAX_FILE_SIZE
@@ -27,6 +28,7 @@ from .tree import DIR, FILE, LARGE, LINK, Entry, Tree, tree_id
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_TRIES = 3
+HOT_NS = 2 * 10**9       # a file written this recently may have a write(2) still copying into it
 
 
 @dataclass
@@ -70,6 +72,7 @@ class _Scanner:
         self.store = store
         self.cache = cache
         self.fs_now_ns = fs_now_ns
+        self.hot_since = (fs_now_ns or time.time_ns()) - HOT_NS
         self.max_size = max_size
         self.stats = ScanStats()
         self.trees: dict[str, Tree] = {}
@@ -239,7 +242,17 @@ class _Scanner:
         return Entry(FILE, perm, oid, len(data))
 
     def _read(self, dfd: int, name: str, rel_path: str):
-        """The file's bytes and the fstat they belong to; None if unreadable or never still."""
+        """The file's bytes and the fstat they belong to; None if unreadable or never still.
+
+        A write that starts during the read changes the file's times (checked by an fstat
+        before and after). One already under way when the read began does not: the kernel
+        sets the times when write(2) starts, then copies the data, so a read alongside the
+        copy can get a mix of old and new pages that the file never held at any instant.
+        A file written moments ago (HOT_NS) is therefore read twice: the same bytes and the
+        same fstat both times means each page held that content from the end of the first
+        read to the start of the second, so the bytes are the file as it was at one
+        instant. Otherwise it is read again, and after _READ_TRIES it is reported as
+        changing (and never stored half-written)."""
         for _ in range(_READ_TRIES):
             try:
                 fd = os.open(name, _OPEN_FILE, dir_fd=dfd)
@@ -257,14 +270,17 @@ class _Scanner:
                     return None
                 data = read_fd(fd)
                 after = os.fstat(fd)
+                still = _same(before, after) and len(data) == after.st_size
+                if still and after.st_mtime_ns >= self.hot_since:
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    still = read_fd(fd) == data and _same(after, os.fstat(fd))
             except OSError as e:
                 self.stats.unreadable.append((rel_path, e.strerror or str(e)))
                 self.protected.add(rel_path)
                 return None
             finally:
                 os.close(fd)
-            if (before.st_mtime_ns == after.st_mtime_ns and before.st_ctime_ns == after.st_ctime_ns
-                    and len(data) == after.st_size):
+            if still:
                 return data, after
         self.stats.changing.append(rel_path)
         self.protected.add(rel_path)
@@ -273,6 +289,10 @@ class _Scanner:
 
 class _Unreadable(Exception):
     pass
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return a.st_mtime_ns == b.st_mtime_ns and a.st_ctime_ns == b.st_ctime_ns and a.st_size == b.st_size
 
 
 def _special_kind(mode: int) -> str:
