@@ -20,9 +20,10 @@ def log(message: str, exc: BaseException | None = None) -> str | None:
     """Append a line (and a traceback) to the log. Never raises; returns the log's path."""
     try:
         path = log_path()
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        from .fsutil import ensure_private_dir
+        ensure_private_dir(os.path.dirname(path))   # each missing parent 0700, whatever the umask
         try:
-            if os.path.getsize(path) > _MAX:
+            if os.lstat(path).st_size > _MAX:
                 os.replace(path, path + ".1")
         except OSError:
             pass
@@ -31,7 +32,8 @@ def log(message: str, exc: BaseException | None = None) -> str | None:
         if exc is not None:
             import traceback        # only when there is one to write: 3 ms a hook saves
             text += "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # never through a link planted at the log's name (the log may hold paths and errors)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, text.encode("utf-8", "replace"))
         finally:

@@ -122,8 +122,6 @@ class Commands:
         self.lock = threading.Lock()
         self.windows: dict[int, _Window] = {}
         self.available = os.path.isdir("/proc/self") and last_pid() is not None
-        self.proofs = 0          # changes shown to come before their window's command
-        self.looks = 0
 
     @property
     def active(self) -> bool:
@@ -151,8 +149,6 @@ class Commands:
             if any(w.waiting for w in self.windows.values()):
                 self._look()
             ids = [w.id for w in self.windows.values() if not w.waiting]
-            if len(ids) < len(self.windows):
-                self.proofs += 1
             return "w:" + ",".join(map(str, sorted(ids)))
 
     def poll(self) -> None:
@@ -163,7 +159,6 @@ class Commands:
 
     # -- inside the lock ---------------------------------------------------------------
     def _look(self) -> None:
-        self.looks += 1
         last = last_pid()       # first the mark, then the listing: every pid up to it is listed
         try:
             listed = {int(n) for n in os.listdir("/proc") if n.isdigit()}

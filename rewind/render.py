@@ -65,10 +65,21 @@ def age(iso_time: str) -> str:
     return f"{int(secs)}s ago"
 
 
-def short(text: str | None, width: int = 60) -> str:
+def safe(text: str | None) -> str:
+    """Someone else's text (a prompt, a command, a tool name) as one line a terminal only
+    displays: runs of whitespace become one space, and control characters (an escape
+    sequence could clear the screen or redraw a restore plan above its question), lone
+    surrogates and other unprintable characters are shown escaped (\\x1b, \\u202e)."""
     if not text:
         return ""
     one = " ".join(text.split())
+    if one.isprintable():
+        return one
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in one)
+
+
+def short(text: str | None, width: int = 60) -> str:
+    one = safe(text)
     return one if len(one) <= width else one[: width - 1] + "…"
 
 

@@ -228,12 +228,22 @@ def _split(path: str) -> tuple[str, str]:
     return parent, name
 
 
+def file_mode(mode: int) -> int:
+    """The mode a restore gives a file. It cannot give back the owner (a tree records none),
+    so root writes no setuid or setgid bit: another user's setuid file would come back as a
+    setuid-root one."""
+    if os.geteuid() == 0:
+        return mode & ~(S.S_ISUID | S.S_ISGID)
+    return mode
+
+
 def _chmod(pfd: int, name: str, mode: int) -> None:
     fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
     try:
-        if S.S_ISLNK(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if S.S_ISLNK(st.st_mode):
             return
-        os.chmod(f"/proc/self/fd/{fd}", mode)
+        os.chmod(f"/proc/self/fd/{fd}", file_mode(mode) if S.S_ISREG(st.st_mode) else mode)
     finally:
         os.close(fd)
 
@@ -282,7 +292,7 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
                                  0o600, dir_fd=pfd)
                     try:
                         write_all(fd, blob)
-                        os.fchmod(fd, op.entry.mode)
+                        os.fchmod(fd, file_mode(op.entry.mode))
                         mine = os.fstat(fd) if written is not None else None
                     finally:
                         os.close(fd)

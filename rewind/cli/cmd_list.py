@@ -38,11 +38,12 @@ def badges(changes: list[ChangeRow]) -> list[tuple[str, str]]:
 
 
 def describe(cp: Checkpoint) -> str:
+    """The checkpoint's prompt or message, one line safe for a terminal."""
     if cp.kind == "prompt":
-        return cp.message or ""
+        return render.safe(cp.message)
     if cp.kind == "rewind":
-        return cp.message or f"before rewind to {cp.restore_target}"
-    return cp.message or "(saved by hand)"
+        return render.safe(cp.message) or f"before rewind to {cp.restore_target}"
+    return render.safe(cp.message) or "(saved by hand)"
 
 
 def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bool, n: int) -> None:
@@ -108,7 +109,7 @@ def restored_text(r: dict) -> str:
     """Who wrote the content a restore put back, in a few words."""
     by = r.get("source")
     if by == "tool" and r.get("tool"):
-        by = f"the agent's {r['tool']}"
+        by = f"the agent's {render.safe(r['tool'])}"
     elif by == "bash":
         by = f"the agent's bash ({render.short(r.get('command') or '', 30)})" if r.get("command") else "the agent's bash"
     elif by in ("external", "unknown"):
@@ -121,7 +122,7 @@ def restored_text(r: dict) -> str:
 def change_line(c: ChangeRow) -> tuple[str, str, str, str]:
     who = c.source
     if c.source == "tool" and c.tool:
-        who = f"tool: {c.tool}"
+        who = f"tool: {render.safe(c.tool)}"
     elif c.source == "bash" and c.command:
         who = f"bash: {render.short(c.command, 50)}"
     elif c.source == "rewind" and c.restored:
@@ -143,11 +144,11 @@ def show(spec, project_dir: Optional[str], as_json: bool) -> None:
     render.out(f"checkpoint {cp.number}  {cp.kind}  {cp.created_at}  ({render.age(cp.created_at)})")
     if cp.kind == "prompt":
         render.out(f"prompt:   {render.short(cp.message, 200)}")
-        render.out(f"agent:    {cp.agent or '-'}  session {cp.session_id or '-'}")
+        render.out(f"agent:    {render.safe(cp.agent) or '-'}  session {render.safe(cp.session_id) or '-'}")
     else:
         render.out(f"message:  {describe(cp)}")
     if cp.git_head or cp.git_branch:
-        render.out(f"git:      {cp.git_branch or '(detached)'} {(cp.git_head or '')[:12]}")
+        render.out(f"git:      {render.safe(cp.git_branch) or '(detached)'} {render.safe(cp.git_head)[:12]}")
     for key, label in (("large", "too large, not stored"), ("unreadable", "unreadable, not stored"),
                        ("special", "special files, skipped"), ("changing", "changing while read, not stored")):
         if cp.stats.get(key):

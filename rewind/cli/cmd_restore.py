@@ -50,7 +50,7 @@ def who(row: ChangeRow | None) -> str:
     if row.source == "bash" and row.command:
         return f"bash ({render.short(row.command, 40)})"
     if row.source == "tool" and row.tool:
-        return f"tool ({row.tool})"
+        return f"tool ({render.safe(row.tool)})"
     return row.source
 
 
@@ -74,6 +74,13 @@ def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str
             render.out(f"  {len(linked)} of them are hard links: each gets a new file, which breaks the link "
                        "(other names of the same file keep what they hold now): "
                        + ", ".join(render.display_path(p) for p in linked[:5]) + (" …" if len(linked) > 5 else ""))
+    from ..restore import file_mode
+    from ..tree import FILE
+    unsafe = [op.path for op in plan.ops if op.action in ("write", "chmod") and op.entry is not None
+              and op.entry.kind == FILE and file_mode(op.entry.mode) != op.entry.mode]
+    if unsafe:
+        render.out(f"  {len(unsafe)} file(s) come back without their setuid/setgid bit (a restore by root "
+                   "cannot give back their owner): " + ", ".join(render.display_path(p) for p in unsafe[:5]))
     over = plan.overwrites()
     not_agent = []
     if over:

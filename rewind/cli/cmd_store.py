@@ -20,7 +20,9 @@ def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
     try:
         tick = render.progress("save")
         try:
-            cp, result = capture(project, "manual", message=message, full=True, progress=tick)
+            from ..text import unbroken
+            cp, result = capture(project, "manual", message=unbroken(message) if message else message,
+                                 full=True, progress=tick)
         finally:
             if tick is not None:
                 tick.close()

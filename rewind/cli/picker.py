@@ -114,7 +114,7 @@ def run_picker(project):
             table = self.query_one("#changes", DataTable)
             table.clear()
             for r in self.rows:
-                who = r.source + (f": {r.tool}" if r.tool else "") + (f": {render.short(r.command, 30)}"
+                who = r.source + (f": {render.safe(r.tool)}" if r.tool else "") + (f": {render.short(r.command, 30)}"
                                                                        if r.command else "")
                 table.add_row({"added": "A", "modified": "M", "deleted": "D"}[r.status],
                               render.display_path(r.path), who + (" " + " ".join(r.flags) if r.flags else ""),

@@ -149,8 +149,8 @@ def _without_block(text: str) -> str:
 def write_trust(hooks_path: str, is_ours) -> str:
     """Put our trust block into $CODEX_HOME/config.toml (replacing an earlier one)."""
     from ..fsutil import atomic_write
-    from .install import keep_original
-    config = os.path.join(codex_home(), "config.toml")
+    from .install import keep_original, through_link
+    config = through_link(os.path.join(codex_home(), "config.toml"))
     try:
         with open(config, "rb") as f:
             raw = f.read()
@@ -170,8 +170,8 @@ def write_trust(hooks_path: str, is_ours) -> str:
 
 
 def remove_trust() -> bool:
-    from .install import give_back
-    config = os.path.join(codex_home(), "config.toml")
+    from .install import give_back, through_link
+    config = through_link(os.path.join(codex_home(), "config.toml"))
     try:
         with open(config, "rb") as f:
             text = f.read().decode("utf-8")

@@ -50,6 +50,9 @@ def _run(args: list[str]) -> None:
     if not isinstance(payload, dict):
         log(f"hook {agent}: payload is a JSON {type(payload).__name__}, not an object")
         return
+    if b"\\ud" in data or b"\\uD" in data:      # perhaps a lone surrogate: SQLite takes none
+        from ..text import unbroken_json
+        payload = unbroken_json(payload)
     import importlib
     adapter = importlib.import_module(ADAPTERS[agent])
     event = adapter.parse(payload, os.environ)

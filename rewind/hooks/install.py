@@ -34,6 +34,12 @@ def _is_ours(entry: dict, agent: str) -> bool:
     return isinstance(cmd, str) and "rewind" in cmd and bool(re.search(rf"hook(\.py)? {re.escape(agent)}\s*$", cmd))
 
 
+def through_link(path: str) -> str:
+    """A settings file kept as a symlink (a dotfiles repository) is changed where it lives:
+    the link stays a link."""
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
 def _load(path: str) -> tuple[dict, bytes | None]:
     try:
         with open(path, "rb") as f:
@@ -115,6 +121,7 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
     """Merge our entries in: `event -> [{matcher, hooks: [handler]}]` (Claude Code, Gemini,
     Codex), or with `flat`, `event -> [handler]` (Cursor). `top`: keys the file needs
     (Cursor's "version"), set only when absent."""
+    path = through_link(path)
     settings, raw = _load(path)
     stripped = _strip(json.loads(json.dumps(settings)), agent)
     if stripped == settings:
@@ -144,6 +151,7 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
 
 
 def uninstall(path: str, agent: str) -> bool:
+    path = through_link(path)
     settings, raw = _load(path)
     if raw is None:
         return False

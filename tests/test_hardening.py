@@ -1,0 +1,129 @@
+"""Holes an outside review found (issue "Never lose a byte, whatever the world does"), one
+test each: the terminal, the log, symlinked settings, setuid files."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+
+import pytest
+
+from helpers import REWIND, run_rewind, write
+
+ESC_PROMPT = "clear\x1b[2J\x1b[Hthe screen, \x1b]0;a title\x07 and \u202ereversed\u202c, \ud800 a broken emoji"
+
+
+def hook(payload: dict, root, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*REWIND, "hook", "claude"], input=json.dumps(payload), capture_output=True, text=True,
+                          cwd=root, env={**os.environ, "CLAUDE_PROJECT_DIR": str(root), **(env or {})}, timeout=60)
+
+
+def test_prompts_and_commands_reach_the_terminal_escaped(tmp_path):
+    """Escape sequences in a prompt or a command could clear the screen or redraw a
+    restore plan above its question: every view shows them escaped."""
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    base = {"session_id": "s", "cwd": str(root)}
+    assert hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": ESC_PROMPT}, root).returncode == 0
+    cmd = "echo x > b.txt \x1b[1A\x1b[2K# hidden"
+    pre = {**base, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "t1",
+           "tool_input": {"command": cmd}}
+    hook(pre, root)
+    write(root, "b.txt", "x")
+    hook({**pre, "hook_event_name": "PostToolUse"}, root)
+    hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": "second"}, root)
+    outs = [run_rewind(*args, cwd=root, check=0).stdout
+            for args in (["list"], ["show", "1"], ["to", "1", "--dry-run"], ["diff", "1", "--stat"])]
+    for out in outs:
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out, repr(out)
+    assert "\\x1b[2J" in outs[0] and "\\u202e" in outs[1] and "\\ud800" in outs[1]
+    assert "\\x1b[1A" in outs[1]
+    # the JSON keeps the text as it was, escaped by JSON itself
+    shown = json.loads(run_rewind("show", "2", "--json", cwd=root, check=0).stdout)
+    assert shown["prompt"] == "second"
+
+
+def test_the_log_is_private_whatever_the_umask_and_never_written_through_a_link(tmp_path):
+    home = tmp_path / "a" / "b" / "home"
+    env = {**os.environ, "REWIND_HOME": str(home)}
+    proc = subprocess.run(["sh", "-c", f"umask 000; exec {' '.join(REWIND)} hook no-such-agent"], input="{}",
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == ""
+    log = home / "rewind.log"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    for d in (home, home.parent, home.parent.parent):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    # a link planted at the log's name is not followed
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("untouched")
+    log.unlink()
+    log.symlink_to(secret)
+    subprocess.run([*REWIND, "hook", "no-such-agent"], input="{}", capture_output=True, text=True, env=env,
+                   timeout=60)
+    assert secret.read_text() == "untouched" and log.is_symlink()
+
+
+def test_hooks_install_and_uninstall_write_through_a_symlinked_settings_file(tmp_path):
+    """Settings kept in a dotfiles repository and linked into place stay a link."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    dotfiles = tmp_path / "dotfiles" / "claude.json"
+    original = '{\n  "permissions": {"allow": ["Bash(ls)"]}\n}\n'
+    write(dotfiles.parent, dotfiles.name, original)
+    link = root / ".claude" / "settings.local.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    run_rewind("hooks", "install", "claude", cwd=root, check=0)
+    assert link.is_symlink() and os.readlink(link) == str(dotfiles)
+    assert "UserPromptSubmit" in json.loads(dotfiles.read_text())["hooks"]
+    run_rewind("hooks", "uninstall", "claude", cwd=root, check=0)
+    assert link.is_symlink() and dotfiles.read_text() == original
+    assert not (root / ".claude" / "settings.local.json.rewind-backup").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only root can write another user's setuid file")
+def test_root_restores_a_setuid_file_without_its_setuid_bit(tmp_path):
+    root = tmp_path / "proj"
+    f = write(root, "tool", "#!/bin/sh\n", mode=0o4755)
+    g = write(root, "shared", "x", mode=0o2750)
+    run_rewind("save", cwd=root, check=0)
+    f.unlink()
+    g.chmod(0o640)
+    plan = run_rewind("to", "1", "--dry-run", cwd=root, check=0).stdout
+    assert "without their setuid/setgid bit" in plan and "tool" in plan
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert f.read_text() == "#!/bin/sh\n" and stat.S_IMODE(f.stat().st_mode) == 0o755
+    assert stat.S_IMODE(g.stat().st_mode) == 0o750
+
+
+def test_a_lone_surrogate_anywhere_never_loses_the_checkpoint(tmp_path):
+    """Half an emoji (a lone UTF-16 surrogate) in a prompt, a command, a path or a session
+    id, and undecodable bytes in `save -m`: kept escaped, the checkpoint taken."""
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    base = {"session_id": "s\ud83d", "cwd": str(root)}
+    hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": "fix the \ud83d bug"}, root)
+    pre = {**base, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "t\udfff",
+           "tool_input": {"command": "echo \ud800 > b.txt"}}
+    hook(pre, root)
+    write(root, "b.txt", "x")
+    hook({**pre, "hook_event_name": "PostToolUse"}, root)
+    edit = {**base, "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "w1",
+            "tool_input": {"file_path": str(root / "c\udc00.txt"), "content": "c"}}
+    hook(edit, root)
+    hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": "second"}, root)
+    cps = json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)
+    assert [c["prompt"] for c in cps] == ["second", "fix the \\ud83d bug"]
+    assert cps[1]["session_id"] == "s\\ud83d"
+    shown = json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)
+    b = [c for c in shown["changes"] if c["path"] == "b.txt"][0]
+    assert b["source"] == "bash" and b["command"] == "echo \\ud800 > b.txt"
+    log = tmp_path / "log"
+    assert not (os.path.exists(os.environ["REWIND_HOME"] + "/rewind.log")), open(
+        os.environ["REWIND_HOME"] + "/rewind.log").read()
+    proc = subprocess.run([*REWIND, "save", "-m", b"note \xff\xfe".decode("utf-8", "surrogateescape")],
+                          cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)[0]["message"] == "note \\xff\\xfe"
