@@ -235,22 +235,29 @@ def _compile_runs(lines, pos):
     return tuple(out)
 
 
+def _own_dirs(root: str) -> frozenset[str]:
+    from .locations import own_dirs_in
+    return own_dirs_in(os.path.realpath(root))
+
+
 class IgnoreRules:
     """The ignore patterns in effect inside one directory (immutable)."""
 
-    __slots__ = ("_runs",)
+    __slots__ = ("_runs", "_own")
 
-    def __init__(self, runs=()):
+    def __init__(self, runs=(), own: frozenset[str] = frozenset()):
         self._runs = runs  # deepest level first; within a level, last pattern first
+        self._own = own    # rewind's own directories inside the project (locations.own_dirs_in)
 
     @classmethod
     def for_root(cls, root: str) -> "IgnoreRules":
         """Rules for the project root: <root>/.git/info/exclude (only if <root>/.git
-        is a directory), then <root>/.gitignore, then <root>/.rewindignore."""
+        is a directory), then <root>/.gitignore, then <root>/.rewindignore; and rewind's
+        own directories, wherever they sit inside it."""
         runs = ()
         if os.path.isdir(os.path.join(root, ".git")):
             runs = _compile_runs(_read_lines(os.path.join(root, ".git", "info", "exclude"), True), 0)
-        return cls(runs).for_subdir("", root)
+        return cls(runs, _own_dirs(root)).for_subdir("", root)
 
     def for_subdir(self, rel_dir: str, abs_dir: str) -> "IgnoreRules":
         """Rules inside the (non-ignored) directory rel_dir: ours plus its own
@@ -262,7 +269,7 @@ class IgnoreRules:
         if not lines:
             return self
         runs = _compile_runs(lines, len(rel_dir) + 1 if rel_dir else 0)
-        return IgnoreRules(runs + self._runs) if runs else self
+        return IgnoreRules(runs + self._runs, self._own) if runs else self
 
     @classmethod
     def for_root_contents(cls, root: str, contents: list[bytes]) -> "IgnoreRules":
@@ -271,18 +278,18 @@ class IgnoreRules:
         runs = ()
         if os.path.isdir(os.path.join(root, ".git")):
             runs = _compile_runs(_read_lines(os.path.join(root, ".git", "info", "exclude"), True), 0)
-        return cls(runs).with_contents("", contents)
+        return cls(runs, _own_dirs(root)).with_contents("", contents)
 
     def with_contents(self, rel_dir: str, contents: list[bytes]) -> "IgnoreRules":
         """for_subdir with the ignore files' bytes given instead of read from disk."""
         lines = [ln for data in contents for ln in _split_lines(data)]
         runs = _compile_runs(lines, len(rel_dir) + 1 if rel_dir else 0) if lines else ()
-        return IgnoreRules(runs + self._runs) if runs else self
+        return IgnoreRules(runs + self._runs, self._own) if runs else self
 
     def is_ignored(self, rel_path: str, is_dir: bool) -> bool:
         """Whether rel_path (an entry of the directory these rules are for) is ignored."""
         name = rel_path[rel_path.rfind("/") + 1 :]
-        if name in ALWAYS_IGNORED_NAMES or name.startswith(TMP_PREFIX):
+        if name in ALWAYS_IGNORED_NAMES or name.startswith(TMP_PREFIX) or rel_path in self._own:
             return True
         for negated, pos, names, name_re, path_re, dnames, dname_re, dpath_re in self._runs:
             if (name in names or (name_re is not None and name_re(name))

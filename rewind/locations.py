@@ -33,6 +33,9 @@ def config_dir() -> str:
         return os.path.realpath(os.path.expanduser(home))
     if os.environ.get("REWIND_HOME"):
         return os.path.join(data_dir(), "config")
+    if sys.platform.startswith("linux"):
+        base = os.environ.get("XDG_CONFIG_HOME", "").strip() or os.path.expanduser("~/.config")
+        return os.path.join(base, APP)
     from platformdirs import user_config_dir
 
     return user_config_dir(APP, appauthor=False)
@@ -47,3 +50,18 @@ def log_dir() -> str:
     from platformdirs import user_log_dir
 
     return user_log_dir(APP, appauthor=False)
+
+
+def own_dirs_in(root: str) -> frozenset[str]:
+    """rewind's own directories (data, log, config) that lie inside `root`, relative to it:
+    never captured, never touched by a restore, wherever they sit (like `.git/`)."""
+    root = root.rstrip("/")
+    found = set()
+    for where in (data_dir, log_dir, config_dir):
+        try:
+            path = os.path.realpath(where())
+        except (OSError, RuntimeError):
+            continue
+        if path.startswith(root + "/"):
+            found.add(path[len(root) + 1:])
+    return frozenset(found)

@@ -7,7 +7,7 @@ from .record import dataclass
 
 from . import locations
 from .catalog import Catalog
-from .errors import NotInProject
+from .errors import NotInProject, RewindError
 from .objects import Store
 
 
@@ -88,6 +88,11 @@ def open_catalog() -> tuple[str, Catalog]:
 
 def open_project(root: str, create: bool) -> Project:
     home, catalog = open_catalog()
+    own = os.path.realpath(home)
+    if create and (root == own or root.startswith(own.rstrip("/") + "/")):
+        catalog.close()
+        raise RewindError(f"{root} is inside rewind's own data directory ({own}); it cannot be a project",
+                          hint="run rewind in your project's directory, or pass --project DIR")
     pid = catalog.project_id(root, create=create)
     if pid is None:
         catalog.close()

@@ -127,3 +127,34 @@ def test_a_lone_surrogate_anywhere_never_loses_the_checkpoint(tmp_path):
                           cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)[0]["message"] == "note \\xff\\xfe"
+
+
+@pytest.mark.parametrize("where", ["home-in-project", "home-is-a-project-subdir-of-a-git-repo"])
+def test_the_store_inside_the_project_is_never_captured_nor_touched(tmp_path, where):
+    """`cd ~` with the default data dir under ~/.local/share, or REWIND_HOME inside the
+    project: the data dir is left out like .git/, and a restore never touches it."""
+    root = tmp_path / "proj"
+    write(root, "a.txt", "mine v1")
+    if where.endswith("git-repo"):
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+    home = root / ".local" / "share" / "rewind"
+    env = {**os.environ, "REWIND_HOME": str(home)}
+    run_rewind("save", cwd=root, env=env, check=0)
+    write(root, "a.txt", "mine v2, my own edit")
+    run_rewind("save", cwd=root, env=env, check=0)
+    shown = json.loads(run_rewind("show", "1", "--json", cwd=root, env=env, check=0).stdout)
+    assert [c["path"] for c in shown["changes"]] == ["a.txt"]
+    out = run_rewind("to", "1", "--yes", cwd=root, env=env, check=0)
+    assert (root / "a.txt").read_text() == "mine v1"
+    assert json.loads(run_rewind("verify", "--json", cwd=root, env=env, check=0).stdout)["ok"], out
+    cps = json.loads(run_rewind("list", "--json", cwd=root, env=env, check=0).stdout)
+    assert [c["id"] for c in cps] == [3, 2, 1]
+    run_rewind("undo", "--yes", cwd=root, env=env, check=0)
+    assert (root / "a.txt").read_text() == "mine v2, my own edit"
+    assert json.loads(run_rewind("verify", "--json", cwd=root, env=env, check=0).stdout)["ok"]
+    # and the data dir itself is no project
+    lone = tmp_path / "lone-home"
+    run_rewind("save", cwd=root, env={"REWIND_HOME": str(lone)}, check=0)
+    inside = run_rewind("save", "--project", lone / "objects", cwd=tmp_path, env={"REWIND_HOME": str(lone)})
+    assert inside.returncode == 1 and "rewind's own data directory" in inside.stderr, inside
+    assert "Traceback" not in inside.stderr
