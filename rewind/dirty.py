@@ -8,6 +8,7 @@ import time
 from .record import dataclass
 
 from . import watcher
+from .ignore import exclude_signature
 from .project import Project
 
 COOKIE_TIMEOUT_S = 0.5
@@ -100,21 +101,53 @@ def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
         return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
     if why is not None:
         return full(why)
+    last = _json(state.get("last_stats")) or {}
+    if last.get("exclude", EXCLUDE_UNKNOWN) != exclude_signature(project.root):
+        # not watched (.git/ is not), so looked at: one stat a hook
+        return full(".git/info/exclude changed")
+    if last.get("hardlinks_over"):
+        return full(f"over {MAX_HARDLINKS} files with other links (a write through another name "
+                    "makes no event here)")
     upto = sync(project)
     if upto is None:
         return full(f"the watcher did not answer within {COOKIE_TIMEOUT_S:g} s")
-    dirty: dict[str, str] = {}
+    # a file with other links can be written through a name outside the project, which the
+    # watcher never sees: each is looked at again, every time
+    dirty: dict[str, str] = {p: "m" for p in last.get("hardlinks", [])}
     events: dict[str, tuple[str, int, str | None]] = {}
     for path, kind, ts, writer in cat.events(project.id, state.get("consumed_seq") or 0, upto):
         if kind == ANCHOR:
             reason = ("events were lost (inotify queue overflow or watch limit)" if path == ""
                       else "a shell window's marker could not be written" if path == "\0marker"
+                      else ".git/info/exclude changed" if path == ".git/info/exclude"
                       else f"an ignore file changed ({path})")
             return ScanPlan(False, reason, {}, upto, None)
         if kind == "c" or path not in dirty:
             dirty[path] = kind
         events[path] = (dirty[path], ts, writer)
     return ScanPlan(True, None, dirty, upto, events)
+
+
+MAX_HARDLINKS = 2000
+EXCLUDE_UNKNOWN = "?"
+
+
+def note_hardlinks(stats: dict, found: set[str], prev: dict | None, examined) -> None:
+    """The files with other links after a scan: those it found, and the previous scan's it
+    did not look at (`examined(path)` says whether it did; None: a full scan looked at all)."""
+    kept = set() if examined is None else {p for p in (prev or {}).get("hardlinks", []) if not examined(p)}
+    every = sorted(found | kept)
+    stats["hardlinks"] = every[:MAX_HARDLINKS]
+    if len(every) > MAX_HARDLINKS:
+        stats["hardlinks_over"] = len(every)
+
+
+def _json(text: str | None) -> dict | None:
+    import json
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
 
 
 def merge_stats(root: str, prev: dict | None, new: dict, listed: list[str]) -> dict:

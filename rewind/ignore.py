@@ -23,7 +23,7 @@ descended into (only entries named ``.git`` are skipped).
 import os
 import re
 
-__all__ = ["ALWAYS_IGNORED_NAMES", "TMP_PREFIX", "IgnoreRules", "is_always_ignored"]
+__all__ = ["ALWAYS_IGNORED_NAMES", "TMP_PREFIX", "IgnoreRules", "exclude_signature", "is_always_ignored"]
 
 ALWAYS_IGNORED_NAMES = frozenset({".git"})
 TMP_PREFIX = ".rewind-tmp-"
@@ -233,6 +233,16 @@ def _compile_runs(lines, pos):
                     _fullmatch(g.get((False, "path"))), frozenset(g.get((True, "lit"), ())),
                     _fullmatch(g.get((True, "name"))), _fullmatch(g.get((True, "path")))))
     return tuple(out)
+
+
+def exclude_signature(root: str) -> list | None:
+    """What <root>/.git/info/exclude is now (None: no such file), to tell whether it
+    changed: it lies in .git/, which no watch covers."""
+    try:
+        st = os.stat(os.path.join(root, ".git", "info", "exclude"))
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def _own_dirs(root: str) -> frozenset[str]:

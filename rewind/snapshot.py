@@ -25,6 +25,7 @@ from . import tree as treemod
 from .catalog import ChangeRow, Checkpoint
 from .clock import iso, now_ns
 from .diff import change_rows, diff_trees
+from .ignore import exclude_signature
 from .lock import project_lock
 from .objects import Store
 from .project import Project, git_state
@@ -239,10 +240,15 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             last_tree = prev.tree
         load.cache.update(result.trees)
         stats = result.stats.to_json()
+        last_stats = _json(state["last_stats"])
         if touched == {}:                 # nothing read: the checkpoint of the last scan, its figures
-            stats = _json(state["last_stats"]) or stats
-        elif plan.quick:
-            stats = dirtymod.merge_stats(project.root, _json(state["last_stats"]), stats, result.listed or [])
+            stats = last_stats or stats
+        else:
+            if plan.quick:
+                stats = dirtymod.merge_stats(project.root, last_stats, stats, result.listed or [])
+            dirtymod.note_hardlinks(stats, result.hardlinks, last_stats,
+                                    _examined(plan.dirty) if plan.quick else None)
+            stats["exclude"] = exclude_signature(project.root)
         segment: list[ChangeRow] = []
         if last_tree is not None and last_tree != result.root:
             segment = change_rows(list(diff_trees(load, last_tree, result.root)))
@@ -295,6 +301,20 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             from .log import log
             log(f"{project.root}: full scan: {plan.reason}")
         return cp, result, stamp
+
+
+def _examined(dirty: dict[str, str]):
+    """Whether a quick scan of `dirty` looked at a path again (the path itself, or a
+    directory created or moved in above it, read whole)."""
+    def examined(path: str) -> bool:
+        if path in dirty:
+            return True
+        while "/" in path:
+            path = path.rpartition("/")[0]
+            if dirty.get(path) == "c":
+                return True
+        return dirty.get("") == "c"
+    return examined
 
 
 class _Hinted:

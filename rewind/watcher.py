@@ -26,7 +26,7 @@ import time
 
 from . import locations
 from .catalog import Catalog
-from .ignore import IgnoreRules, is_always_ignored
+from .ignore import IgnoreRules, exclude_signature, is_always_ignored
 from .lock import try_lock
 
 COOKIE_PREFIX = ".rewind-tmp-cookie-"
@@ -162,6 +162,7 @@ class Watcher:
         from .procs import Commands
         self.commands = Commands()
         self.closed: set[int] = set()            # windows a close marker took out
+        self.exclude = exclude_signature(root)   # .git/info/exclude as the rules read it
         self.windows_lock = threading.RLock()    # markers (observer thread) and refreshes (main)
         self.flush_lock = threading.Lock()       # a batch is taken and committed as one step
         self._local = threading.local()          # one catalog connection per thread
@@ -251,6 +252,23 @@ class Watcher:
             return
         self.refresh_windows()                 # a hook may have just opened a shell window
         self.flush(cookie=name)
+
+    def check_exclude(self) -> None:
+        """.git/info/exclude is not watched (.git/ is not): looked at every heartbeat. When it
+        changed, what is ignored changed: the rules are read again, newly unignored
+        directories get watches, and the next scan reads everything."""
+        sig = exclude_signature(self.root)
+        if sig == self.exclude:
+            return
+        self.exclude = sig
+        self.rules.reset()
+        if self.group is not None:
+            try:
+                self.group._add_all_callbacks(os.fsencode(self.root))
+            except OSError:
+                pass
+        with self.lock:
+            self.pending.append((".git/info/exclude", "r", time.time_ns(), None))
 
     def refresh_windows(self, ids: set[int] | None = None) -> None:
         """Shell windows open in the catalog join the watcher's view (those named by an open
@@ -374,6 +392,7 @@ class Watcher:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + HEARTBEAT_S
                     self.heartbeat(self.catalog)
+                    self.check_exclude()
                     if self.idle_s is not None and self.idle_for(self.catalog, started) >= self.idle_s:
                         self.stop_reason = "idle"
                         break

@@ -438,3 +438,57 @@ def test_a_window_opens_at_its_marker_even_if_the_catalog_closed_it_since(tmp_pa
     assert w.commands.explaining() is None
     w.refresh_windows()
     assert w.commands.explaining() is None
+
+
+def test_a_hard_link_written_through_its_name_outside_the_project_is_captured(session, tmp_path):
+    """inotify reports a write to the name it was made through: a write through a link
+    outside the project makes no event here. Files with other links are looked at again
+    at every scan."""
+    root, row = session
+    outside = tmp_path / "outside.txt"
+    outside.write_text("v1")
+    os.link(outside, root / "linked.txt")
+    hook(payload("UserPromptSubmit", root), root)        # checkpoint 1: v1
+    with open(outside, "w") as f:                        # the same inode, through the other name
+        f.write("v2 written from outside the project")
+    time.sleep(0.2)
+    hook(payload("UserPromptSubmit", root), root)        # checkpoint 2
+    got = changes(root, 1)
+    assert got["linked.txt"]["status"] == "modified" and "hardlink" in got["linked.txt"]["flags"], got
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert (root / "linked.txt").read_text() == "v1"
+    run_rewind("undo", "--yes", cwd=root, check=0)
+    assert (root / "linked.txt").read_text() == "v2 written from outside the project"
+    _, st = state(root)
+    assert st["fallbacks"] == 0 and st["quick_scans"] >= 2, st
+
+
+def test_an_edited_git_info_exclude_is_noticed(tmp_path):
+    """.git/ is not watched: removing a path from .git/info/exclude must still make it
+    captured (and watched), or the agent's deletion of it would lose it."""
+    root = tmp_path / "proj"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    write(root, ".git/info/exclude", "secret/\n")
+    write(root, "secret/keys.txt", "precious")
+    write(root, "a.txt", "a")
+    hook(payload("SessionStart", root), root)
+    row = wait_ready(root)
+    try:
+        hook(payload("UserPromptSubmit", root), root)                  # checkpoint 1: no secret/
+        (root / ".git/info/exclude").write_text("")                    # the person un-ignores it
+        time.sleep(1.5)                                                # a watcher heartbeat
+        hook(payload("UserPromptSubmit", root), root)                  # checkpoint 2: with it
+        write(root, "secret/more.txt", "also precious")                # watched now
+        hook(payload("UserPromptSubmit", root), root)                  # checkpoint 3
+        (root / "secret/keys.txt").unlink()                            # the agent deletes it
+        hook(payload("UserPromptSubmit", root), root)                  # checkpoint 4
+    finally:
+        hook(payload("SessionEnd", root), root)
+    assert wait_gone(row["pid"])
+    assert "secret/keys.txt" in changes(root, 1)
+    assert changes(root, 2)["secret/more.txt"]["status"] == "added"
+    assert changes(root, 3)["secret/keys.txt"]["status"] == "deleted"
+    run_rewind("to", "3", "--yes", cwd=root, check=0)
+    assert (root / "secret/keys.txt").read_text() == "precious"
+    _, st = state(root)
+    assert st["fallback"] == ".git/info/exclude changed", st
