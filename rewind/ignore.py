@@ -33,9 +33,19 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block
 
 
+# rewind's own temporary names, exactly: a restore's `.rewind-tmp-<safety>.<n>`, a hook's
+# cookie `.rewind-tmp-cookie-<pid>-<ns>` and window marker `.rewind-tmp-cookie-open-<id>-<pid>-<ns>`.
+# A person's `.rewind-tmp-notes` is theirs, captured and restored like any file.
+_OWN_TMP = re.compile(r"\.rewind-tmp-(?:\d+\.\d+|cookie-(?:(?:open|close)-[\d,]+-)?\d+-\d+)")
+
+
+def is_own_tmp(name: str) -> bool:
+    return name.startswith(TMP_PREFIX) and _OWN_TMP.fullmatch(name) is not None
+
+
 def is_always_ignored(name: str) -> bool:
     """``.git`` and rewind's own temporary files are ignored whatever the rules say."""
-    return name in ALWAYS_IGNORED_NAMES or name.startswith(TMP_PREFIX)
+    return name in ALWAYS_IGNORED_NAMES or is_own_tmp(name)
 
 
 _CLASSES = {  # [:name:] with git's ASCII-only ctype, as (lo, hi) ranges
@@ -299,7 +309,7 @@ class IgnoreRules:
     def is_ignored(self, rel_path: str, is_dir: bool) -> bool:
         """Whether rel_path (an entry of the directory these rules are for) is ignored."""
         name = rel_path[rel_path.rfind("/") + 1 :]
-        if name in ALWAYS_IGNORED_NAMES or name.startswith(TMP_PREFIX) or rel_path in self._own:
+        if name in ALWAYS_IGNORED_NAMES or is_own_tmp(name) or rel_path in self._own:
             return True
         for negated, pos, names, name_re, path_re, dnames, dname_re, dpath_re in self._runs:
             if (name in names or (name_re is not None and name_re(name))

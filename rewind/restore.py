@@ -376,6 +376,7 @@ def recover(project: Project) -> dict | None:
         journal = {"dirs": [], "tag": None}
     removed = 0
     prefix = f"{TMP_PREFIX}{journal.get('tag')}." if journal.get("tag") else TMP_PREFIX
+    from .ignore import is_own_tmp
     dirs = _Dirs(project.root)
     try:
         for rel in journal.get("dirs", []):
@@ -387,7 +388,7 @@ def recover(project: Project) -> dict | None:
             except (OSError, RewindError):
                 continue
             for name in names:
-                if name.startswith(prefix):
+                if name.startswith(prefix) and is_own_tmp(name):
                     try:
                         os.unlink(name, dir_fd=fd)
                         removed += 1

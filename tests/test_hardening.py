@@ -158,3 +158,17 @@ def test_the_store_inside_the_project_is_never_captured_nor_touched(tmp_path, wh
     inside = run_rewind("save", "--project", lone / "objects", cwd=tmp_path, env={"REWIND_HOME": str(lone)})
     assert inside.returncode == 1 and "rewind's own data directory" in inside.stderr, inside
     assert "Traceback" not in inside.stderr
+
+
+def test_a_persons_file_named_like_rewinds_temporary_files_is_kept(tmp_path):
+    root = tmp_path / "proj"
+    write(root, ".rewind-tmp-notes", "mine")
+    write(root, "sub/.rewind-tmp-1.2.bak", "mine too")
+    run_rewind("save", cwd=root, check=0)
+    shown = json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)
+    (root / ".rewind-tmp-notes").unlink()
+    (root / "sub/.rewind-tmp-1.2.bak").write_text("changed")
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert (root / ".rewind-tmp-notes").read_text() == "mine"
+    assert (root / "sub/.rewind-tmp-1.2.bak").read_text() == "mine too"
+    assert shown["id"] == 1
