@@ -14,9 +14,11 @@ the temporary files and says how to finish or go back (`recover`).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat as S
+import time
 from .record import dataclass, field
 
 from .catalog import Checkpoint
@@ -24,9 +26,10 @@ from .clock import iso_now
 from .constants import JOURNAL_DIR, TMP_PREFIX
 from .diff import path_selector
 from .errors import CheckpointNotFound, RewindError
-from .fsutil import atomic_write, ensure_private_dir, write_all
+from .fsutil import atomic_write, ensure_private_dir, read_fd, write_all
 from .ignore import IgnoreRules
 from .lock import project_lock
+from .objects import digest_of
 from .project import Project
 from .scan import ScanResult
 from .snapshot import TreeLoader, record, working_scan
@@ -49,6 +52,7 @@ class RestorePlan:
     target: Checkpoint
     ops: list[Op] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)   # (path, why)
+    left: list[tuple[str, str]] = field(default_factory=list)      # (path, why): changed since the scan
 
     @property
     def empty(self) -> bool:
@@ -261,24 +265,120 @@ def _note_written(written: dict, op: Op, name: str, pfd: int, mine: os.stat_resu
                             S.S_IMODE(st.st_mode), op.entry.oid)
 
 
+STILL_NS = 2 * 10**9    # a file modified this close to the scan: its stat cannot vouch (coarse clocks)
+
+
+def expectations(project: Project, plan: RestorePlan, scan_ns: int) -> dict[str, tuple | None]:
+    """For each path an operation replaces or removes, what the safety scan stored there:
+    ("F", ino, size, mtime_ns, ctime_ns, oid, reread) | ("L", oid) | ("D",) | None (nothing).
+    `reread`: the stat cannot tell a later write (modified within STILL_NS of the scan, on
+    a filesystem whose clock may be whole seconds), so the bytes are hashed again."""
+    cache = project.catalog.statcache_lookup(project.id)
+    out: dict[str, tuple | None] = {}
+    for op in plan.ops:
+        if op.action not in ("delete", "write", "symlink", "rmdir", "mkdir") or op.path in out:
+            continue
+        c = op.old
+        if c is None:
+            out[op.path] = None
+        elif c.kind == FILE:
+            row = cache.get(op.path)
+            if row is None or row[0] != FILE or row[6] != c.oid:
+                out[op.path] = (FILE, None, None, None, None, c.oid, True)
+            else:
+                out[op.path] = (FILE, row[4], row[1], row[2], row[3], c.oid,
+                                row[1] < 0 or row[2] >= scan_ns - STILL_NS)
+        elif c.kind == LINK:
+            out[op.path] = (LINK, c.oid)
+        else:
+            out[op.path] = (DIR,)
+    return out
+
+
+def _changed(pfd: int, name: str, exp: tuple | None) -> str | None:
+    """Why the path no longer is what the safety scan stored, or None if it still is."""
+    try:
+        st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None                 # gone: nothing there to lose
+    if exp is None:
+        return "created since the scan"
+    kind = exp[0]
+    if kind == DIR:
+        return None if S.S_ISDIR(st.st_mode) else "replaced since the scan"
+    if kind == LINK:
+        if not S.S_ISLNK(st.st_mode):
+            return "replaced since the scan"
+        try:
+            return None if digest_of(os.fsencode(os.readlink(name, dir_fd=pfd))) == exp[1] else "changed since the scan"
+        except OSError:
+            return "changed since the scan"
+    if not S.S_ISREG(st.st_mode):
+        return "replaced since the scan"
+    _, ino, size, mtime, ctime, oid, reread = exp
+    if ino is not None and ((st.st_ino, st.st_mtime_ns, st.st_ctime_ns) != (ino, mtime, ctime)
+                            or (size >= 0 and st.st_size != size)):
+        return "changed since the scan"
+    if reread:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=pfd)
+            try:
+                same = digest_of(read_fd(fd)) == oid
+            finally:
+                os.close(fd)
+        except OSError:
+            return "unreadable since the scan"
+        if not same:
+            return "changed since the scan"
+    return None
+
+
 def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str, progress=None,
-               written: dict[str, tuple] | None = None) -> int:
+               written: dict[str, tuple] | None = None, expect: dict[str, tuple | None] | None = None) -> int:
     """Apply the plan's operations; `written` gets, for each file written, the stat-cache
-    entry of what was written (the scan after the restore then need not read it back)."""
+    entry of what was written (the scan after the restore then need not read it back).
+    With `expect` (expectations()), a path that is no longer what the safety scan stored
+    is left as it is (plan.left): another process wrote it after the scan, and what it
+    holds now is in no checkpoint. Paths inside a directory left alone are left too."""
     dirs = _Dirs(project.root)
     counter = 0
     done = 0
+    left_dirs: set[str] = set()
+    expect = dict(expect) if expect is not None else None
     try:
         for i, op in enumerate(plan.ops):
             if progress is not None and i % 64 == 0:
                 progress("writing", i, len(plan.ops))
             parent, name = _split(op.path)
+            if expect is not None:
+                if parent in left_dirs or any(parent.startswith(d + "/") for d in left_dirs):
+                    plan.left.append((op.path, "inside a directory left as it is"))
+                    continue
             pfd = dirs.open(parent)
+            if expect is not None and op.path in expect:
+                why = _changed(pfd, name, expect.pop(op.path))   # at the first op on a path only
+                if why is not None:
+                    plan.left.append((op.path, why))
+                    if op.action in ("mkdir", "rmdir"):
+                        left_dirs.add(op.path)
+                    continue
+            if op.action == "rmdir":
+                try:
+                    dirs.forget(op.path)
+                    os.rmdir(name, dir_fd=pfd)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    if expect is None or e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise
+                    plan.left.append((op.path, "holds files written since the scan"))
+                done += 1
+                continue
             if op.action == "delete":
-                os.unlink(name, dir_fd=pfd)
-            elif op.action == "rmdir":
-                dirs.forget(op.path)
-                os.rmdir(name, dir_fd=pfd)
+                try:
+                    os.unlink(name, dir_fd=pfd)
+                except FileNotFoundError:
+                    pass                # gone meanwhile: as the plan wanted
             elif op.action == "mkdir":
                 os.mkdir(name, 0o700, dir_fd=pfd)
             elif op.action in ("write", "symlink"):
@@ -322,6 +422,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         if project.catalog.checkpoint(project.id, target.number) is None:
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
                                      hint="the ring or the retention removed it; `rewind list` shows what is left")
+        scan_ns = time.time_ns()
         _, current, _ = record(project, None, locked=True, full=True, progress=progress)
         plan = plan_restore(project, target, current, paths)
         if before_apply is not None:
@@ -354,7 +455,8 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         ensure_private_dir(os.path.dirname(jpath))
         atomic_write(jpath, json.dumps(journal).encode())
         written: dict[str, tuple] = {}
-        done = apply_plan(project, plan, data, tag, progress, written)
+        done = apply_plan(project, plan, data, tag, progress, written,
+                          expect=expectations(project, plan, scan_ns))
         os.sync()
         os.unlink(jpath)
         # what the restore wrote is attributed to it; only those paths are read again

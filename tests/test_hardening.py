@@ -172,3 +172,44 @@ def test_a_persons_file_named_like_rewinds_temporary_files_is_kept(tmp_path):
     assert (root / ".rewind-tmp-notes").read_text() == "mine"
     assert (root / "sub/.rewind-tmp-1.2.bak").read_text() == "mine too"
     assert shown["id"] == 1
+
+
+def test_a_write_during_a_restore_is_never_overwritten(tmp_path):
+    """Another process writes after the restore's safety scan, before the restore reaches
+    the path: what it wrote is in no checkpoint, so the restore leaves it and says so."""
+    from helpers import project
+    from rewind.restore import restore
+    root = tmp_path / "proj"
+    write(root, "edited.txt", "v1")
+    write(root, "gone.txt", "v1")
+    write(root, "olddir/keep.txt", "v1")
+    run_rewind("save", cwd=root, check=0)                       # checkpoint 1
+    write(root, "edited.txt", "v2")
+    (root / "gone.txt").unlink()
+    write(root, "newdir/n.txt", "new")
+    write(root, "untouched.txt", "v2")
+    run_rewind("save", cwd=root, check=0)                       # checkpoint 2
+
+    def meanwhile(phase, done, total):
+        if phase == "writing" and done == 0:                    # after the safety checkpoint
+            write(root, "edited.txt", "v3")                     # same size, same second
+            write(root, "gone.txt", "created meanwhile")
+            write(root, "newdir/late.txt", "written meanwhile")
+    proj = project(root)
+    try:
+        target = proj.catalog.checkpoint(proj.id, 1)
+        safety, plan, done = restore(proj, target, progress=meanwhile)
+    finally:
+        proj.close()
+    left = dict(plan.left)
+    assert set(left) >= {"edited.txt", "gone.txt", "newdir"}, plan.left
+    assert (root / "edited.txt").read_text() == "v3"
+    assert (root / "gone.txt").read_text() == "created meanwhile"
+    assert (root / "newdir/late.txt").read_text() == "written meanwhile"
+    assert not (root / "untouched.txt").exists()               # the rest was done
+    # the next rewind stores what was written meanwhile first, and finishes
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert (root / "edited.txt").read_text() == "v1" and not (root / "newdir").exists()
+    run_rewind("undo", "--yes", cwd=root, check=0)
+    assert (root / "edited.txt").read_text() == "v3"
+    assert (root / "newdir/late.txt").read_text() == "written meanwhile"

@@ -9,7 +9,7 @@ import typer
 
 from .. import render
 from ..catalog import ChangeRow
-from ..errors import Refused
+from ..errors import Refused, RewindError
 from ..restore import RestorePlan, plan_for_display, restore, undo
 from ..snapshot import changes_under, working_scan
 from . import PATHS_REF
@@ -129,11 +129,12 @@ def _to_now(project, target, paths, title: str, conversation: str) -> None:
     def show(plan, current) -> None:
         if not (plan.empty and not plan.skipped):
             _present(project, plan, title, current)
-    safety, _, done = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True)
+    safety, applied, done = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True)
     if safety is None:
         render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
     else:
         _say_rewound(target, safety, done)
+        left_alone(applied, "the rewind", f"rewind to {target.number}")
     if conversation:
         _fork(target, False, project.root)
 
@@ -161,6 +162,21 @@ def _restore_with_progress(project, target, paths, **kw):
 def _say_rewound(target, safety, done: int) -> None:
     render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
                f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
+
+
+def left_alone(plan: RestorePlan, what: str, again: str) -> None:
+    """Paths another process changed after the safety scan: not overwritten (what they hold
+    now is in no checkpoint), and the command fails so that no script goes on as if the
+    tree were the checkpoint's."""
+    if not plan.left:
+        return
+    for path, why in plan.left[:50]:
+        render.err(f"  left as it is: {render.display_path(path)} ({why})")
+    if len(plan.left) > 50:
+        render.err(f"  … and {len(plan.left) - 50} more")
+    raise RewindError(f"{len(plan.left)} path(s) changed while {what} ran, after its safety checkpoint: "
+                      "left as they are, everything else was done",
+                      hint=f"`{again}` finishes it (their new content is saved first)")
 
 
 def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "") -> None:
@@ -198,6 +214,7 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         confirm(yes, question)
         safety, applied, done = _restore_with_progress(project, target, paths)
         _say_rewound(target, safety, done)
+        left_alone(applied, "the rewind", f"rewind to {target.number}")
         if len(applied.ops) != len(plan.ops):
             render.err("note: the tree changed while you were deciding; the restore followed the "
                        "tree as it was when it started (saved in the safety checkpoint).")
@@ -224,12 +241,13 @@ def undo_impl(yes: bool, project_dir: Optional[str]) -> None:
                                           f"{len(touched)} path(s) from checkpoint {safety_number}")
                 confirm(yes, "Undo that rewind?")
         result = undo(project)
-        target_number, new_safety, _, done = result
+        target_number, new_safety, applied, done = result
         if new_safety is None:
             render.out(f"The rewind to checkpoint {target_number} changed nothing; marked undone.")
         else:
             render.out(f"Undid the rewind to checkpoint {target_number}: {done} operation(s). "
                        f"The tree from before the undo is checkpoint {new_safety.number}.")
+            left_alone(applied, "the undo", f"rewind to {applied.target.number}")
     finally:
         project.close()
 
