@@ -217,7 +217,7 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             plan = dirtymod.plan(project, state, force_full=full or baseline)
         last_tree, last_ns = state["last_tree"], state["last_scan_ns"] or 0
         load = TreeLoader(store)
-        fs_now = store.fs_now()
+        fs_now = project_clock(project.root, store)
         scan_start = time.time_ns()
         try:
             if plan.quick:
@@ -315,6 +315,37 @@ def _examined(dirty: dict[str, str]):
                 return True
         return dirty.get("") == "c"
     return examined
+
+
+COARSEST_NS = 2 * 10**9    # FAT's mtime granularity, the coarsest a project may have
+
+
+def project_clock(root: str, store: Store) -> int:
+    """"Now" on the project's filesystem, read from a file made there: git's racy rule
+    compares file times with it, and they are the project filesystem's, which may count
+    whole seconds (ext4 with 128-byte inodes, FAT, HFS+, some network mounts) and, over a
+    network, run on another machine's clock. The store's filesystem answers when it is the
+    same one. A project that cannot be written to gets the store's clock less the coarsest
+    granularity: anything touched in the last two seconds is read again next time."""
+    try:
+        if os.stat(root).st_dev == os.stat(store.home).st_dev:
+            return store.fs_now()
+    except OSError:
+        pass
+    from .constants import TMP_PREFIX
+    path = os.path.join(root, f"{TMP_PREFIX}0.{os.getpid()}{time.monotonic_ns()}")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return store.fs_now() - COARSEST_NS
+    try:
+        return os.fstat(fd).st_mtime_ns
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 class _Hinted:

@@ -5,12 +5,43 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
+import time
 
 import pytest
 
 from helpers import REWIND, run_rewind, write
+
+@pytest.fixture
+def coarse(tmp_path):
+    """A directory on a filesystem whose file times count whole seconds: ext4 made with
+    128-byte inodes, loop-mounted (needs root and mkfs.ext4; skipped elsewhere)."""
+    if os.geteuid() != 0 or not shutil.which("mkfs.ext4"):
+        pytest.skip("needs root and mkfs.ext4 for a loop mount")
+    img, mnt = tmp_path / "coarse.img", tmp_path / "coarse"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(32 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", str(img)], check=True, capture_output=True)
+    if subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("loop mounts are not available here")
+    try:
+        probe = mnt / "probe"
+        probe.write_text("x")
+        assert probe.stat().st_mtime_ns % 10**9 == 0, "not a whole-second filesystem"
+        probe.unlink()
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def start_of_a_second() -> None:
+    """Wait for the first tenth of a second: what follows shares one second of file time."""
+    while time.time() % 1 > 0.1:
+        time.sleep(0.005)
+
 
 ESC_PROMPT = "clear\x1b[2J\x1b[Hthe screen, \x1b]0;a title\x07 and \u202ereversed\u202c, \ud800 a broken emoji"
 
@@ -213,3 +244,63 @@ def test_a_write_during_a_restore_is_never_overwritten(tmp_path):
     run_rewind("undo", "--yes", cwd=root, check=0)
     assert (root / "edited.txt").read_text() == "v3"
     assert (root / "newdir/late.txt").read_text() == "written meanwhile"
+
+
+def test_a_same_size_edit_in_the_scans_own_second_is_captured_on_a_whole_second_filesystem(coarse):
+    """The store on a fine-grained filesystem, the project on a whole-second one: an edit of
+    the same size in the same second as a scan has the same stat as the scan saw. Git's
+    racy rule must compare with the project filesystem's clock, not the store's."""
+    from helpers import project
+    from rewind.snapshot import TreeLoader, capture
+    root = coarse / "proj"
+    write(root, "f.txt", "aaaa")
+    for _ in range(5):
+        proj = project(root)
+        try:
+            start_of_a_second()
+            second = int(time.time())
+            (root / "f.txt").write_text("aaaa")            # the scan reads it in this second
+            capture(proj, "manual", full=True)
+            with open(root / "f.txt", "r+") as f:          # same inode, same size, same second
+                f.write("bbbb")
+            if int(time.time()) != second:
+                continue                                   # the second rolled over: try again
+            cp, _ = capture(proj, "manual")
+            entry = TreeLoader(proj.store)(cp.tree)["f.txt"]
+            assert proj.store.get(entry.oid) == (root / "f.txt").read_bytes()
+            break
+        finally:
+            proj.close()
+    else:
+        pytest.skip("no run fitted in one second (a very busy machine)")
+    diff = run_rewind("diff", "last~1", "last", "--name-only", cwd=root, check=0).stdout
+    assert diff.split() == ["f.txt"]
+
+
+def test_a_write_during_a_restore_is_never_overwritten_on_a_whole_second_filesystem(coarse):
+    """Item 2's check where the stat cannot tell: the same size, the same second."""
+    from helpers import project
+    from rewind.restore import restore
+    root = coarse / "proj"
+    write(root, "f.txt", "v1")
+    run_rewind("save", cwd=root, check=0)
+    write(root, "f.txt", "v2")
+    run_rewind("save", cwd=root, check=0)
+
+    def meanwhile(phase, done, total):
+        if phase == "writing" and done == 0:
+            with open(root / "f.txt", "r+") as f:          # same inode, same size, same second
+                f.write("v3")
+    for _ in range(5):
+        proj = project(root)
+        try:
+            start_of_a_second()
+            second = int(time.time())
+            _, plan, _ = restore(proj, proj.catalog.checkpoint(proj.id, 1), progress=meanwhile)
+        finally:
+            proj.close()
+        if int(time.time()) == second:
+            break
+        write(root, "f.txt", "v2")
+    assert dict(plan.left).get("f.txt") == "changed since the scan", plan.left
+    assert (root / "f.txt").read_text() == "v3"
