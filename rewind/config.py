@@ -83,12 +83,19 @@ def user_config_path() -> str:
     return os.path.join(locations.config_dir(), USER_FILE)
 
 
+MAX_CONFIG = 64 * 1024
+
+
 def _read(path: str) -> dict | None:
+    from .fsutil import NotRegular, TooLarge, read_small
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_small(path, MAX_CONFIG)
     except FileNotFoundError:
         return None
+    except NotRegular:
+        raise ConfigError(f"{path}: not a regular file; not read") from None
+    except TooLarge:
+        raise ConfigError(f"{path}: over {MAX_CONFIG // 1024} KiB; not read") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
     import tomllib

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat as S
 
 
 def ensure_private_dir(path: str) -> None:
@@ -92,3 +93,34 @@ def read_fd(fd: int) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+class NotRegular(OSError):
+    """A path that must be a regular file is something else (a FIFO, a device, a directory)."""
+
+
+class TooLarge(OSError):
+    """A file over the size its reader accepts."""
+
+
+def read_small(path: str, limit: int, follow: bool = True) -> bytes:
+    """A small file from a place others can write (a project's `.rewind.toml`, `.git/HEAD`):
+    opened without blocking (a FIFO there must not hang a hook), regular files only (a link
+    to /dev/zero must not fill the memory), at most `limit` bytes. FileNotFoundError when
+    missing, NotRegular, TooLarge or another OSError otherwise."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        if not S.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(f"{path} is not a regular file")
+        data = os.read(fd, limit + 1)
+        while len(data) <= limit:
+            more = os.read(fd, limit + 1 - len(data))
+            if not more:
+                break
+            data += more
+        if len(data) > limit:
+            raise TooLarge(f"{path} is over {limit} bytes")
+        return data
+    finally:
+        os.close(fd)

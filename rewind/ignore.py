@@ -202,12 +202,17 @@ def _read_lines(path, follow=False):
         if os.fstat(fd).st_mode & 0o170000 != 0o100000:  # regular files only
             return []
         with open(fd, "rb", closefd=False) as f:
-            data = f.read()
+            data = f.read(MAX_IGNORE_FILE + 1)
     except OSError:
         return []
     finally:
         os.close(fd)
+    if len(data) > MAX_IGNORE_FILE:
+        return []       # not a real ignore file: no rules from it (more is captured, nothing lost)
     return _split_lines(data)
+
+
+MAX_IGNORE_FILE = 64 * 1024 * 1024
 
 
 def _split_lines(data: bytes):

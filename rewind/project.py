@@ -29,41 +29,58 @@ def resolve_root(path: str) -> str:
     return git_toplevel(real) or real
 
 
+MAX_GIT_FILE = 64 * 1024
+MAX_PACKED_REFS = 64 * 1024 * 1024
+
+
+def _git_text(path: str, limit: int = MAX_GIT_FILE) -> str:
+    from .fsutil import read_small
+    return read_small(path, limit).decode("utf-8", "replace")
+
+
+def _confined_ref(ref: str) -> bool:
+    """A ref HEAD may name: under refs/, no `..`, nothing odd (git check-ref-format, roughly).
+    `ref: ../../../etc/passwd` would read a file outside the repository."""
+    parts = ref.split("/")
+    return (ref.startswith("refs/") and ".." not in parts and "" not in parts
+            and not any(c in ref for c in "\0\\:?*[ ~^") and all(ord(c) >= 32 for c in ref))
+
+
 def git_state(root: str) -> tuple[str | None, str | None]:
-    """(HEAD commit, branch) read from the .git files directly; no subprocess."""
+    """(HEAD commit, branch) read from the .git files directly; no subprocess. Each file is
+    read without blocking, regular files only, bounded; the ref HEAD names is looked up only
+    inside the repository's git directories."""
     gitdir = os.path.join(root, ".git")
     try:
         if os.path.isfile(gitdir):
-            with open(gitdir) as f:
-                line = f.read().strip()
+            line = _git_text(gitdir).strip()
             if line.startswith("gitdir:"):
                 gitdir = os.path.normpath(os.path.join(root, line[7:].strip()))
-        with open(os.path.join(gitdir, "HEAD")) as f:
-            head = f.read().strip()
+        head = _git_text(os.path.join(gitdir, "HEAD")).strip()
     except OSError:
         return None, None
     if not head.startswith("ref:"):
-        return head or None, None
+        return (head if len(head) in (40, 64) and all(c in "0123456789abcdef" for c in head) else None), None
     ref = head[4:].strip()
+    if not _confined_ref(ref):
+        return None, None
     branch = ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
     common = gitdir
     try:
-        with open(os.path.join(gitdir, "commondir")) as f:
-            common = os.path.normpath(os.path.join(gitdir, f.read().strip()))
+        common = os.path.normpath(os.path.join(gitdir, _git_text(os.path.join(gitdir, "commondir")).strip()))
     except OSError:
         pass
     for base in (gitdir, common):
         try:
-            with open(os.path.join(base, ref)) as f:
-                return f.read().strip() or None, branch
+            value = _git_text(os.path.join(base, ref)).strip()
+            return value or None, branch
         except OSError:
             pass
     try:
-        with open(os.path.join(common, "packed-refs")) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 2 and parts[1] == ref:
-                    return parts[0], branch
+        for line in _git_text(os.path.join(common, "packed-refs"), MAX_PACKED_REFS).splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1] == ref:
+                return parts[0], branch
     except OSError:
         pass
     return None, branch  # unborn branch

@@ -304,3 +304,39 @@ def test_a_write_during_a_restore_is_never_overwritten_on_a_whole_second_filesys
         write(root, "f.txt", "v2")
     assert dict(plan.left).get("f.txt") == "changed since the scan", plan.left
     assert (root / "f.txt").read_text() == "v3"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge"])
+def test_a_hostile_rewind_toml_neither_hangs_nor_fills_the_memory(tmp_path, kind):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    toml = root / ".rewind.toml"
+    if kind == "fifo":
+        os.mkfifo(toml)
+    elif kind == "dev-zero":
+        toml.symlink_to("/dev/zero")
+    else:
+        toml.write_text("ring_size = 5\n" + "#" * (1 << 20))
+    proc = subprocess.run([*REWIND, "save"], cwd=root, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert ".rewind.toml" in proc.stderr and "Traceback" not in proc.stderr
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": str(root), "prompt": "p"}
+    started = time.monotonic()
+    assert hook(payload, root).returncode == 0
+    assert time.monotonic() - started < 20
+    assert len(json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)) == 2
+
+
+@pytest.mark.parametrize("head", ["ref: ../../../../../../etc/passwd", "fifo", "ref: refs/heads/../../../../x"])
+def test_a_hostile_git_head_is_never_followed_out_nor_blocks(tmp_path, head):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    (root / ".git").mkdir()
+    if head == "fifo":
+        os.mkfifo(root / ".git" / "HEAD")
+    else:
+        (root / ".git" / "HEAD").write_text(head + "\n")
+    proc = subprocess.run([*REWIND, "save"], cwd=root, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)
+    assert shown["git_head"] is None and "root:" not in json.dumps(shown)

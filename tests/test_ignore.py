@@ -344,15 +344,19 @@ def test_random_cases_at_root(tmp_path):
 
 def test_always_ignored():
     assert ALWAYS_IGNORED_NAMES == frozenset({".git"})
-    assert is_always_ignored(".git") and is_always_ignored(".rewind-tmp-123")
+    assert is_always_ignored(".git") and is_always_ignored(".rewind-tmp-12.3")
+    assert is_always_ignored(".rewind-tmp-cookie-1-2") and is_always_ignored(".rewind-tmp-cookie-open-7-1-2")
     assert not is_always_ignored(".gitignore") and not is_always_ignored("x.git")
+    # a person's file that merely starts like rewind's temporary names is theirs
+    assert not is_always_ignored(".rewind-tmp-123") and not is_always_ignored(".rewind-tmp-notes")
 
 
 def test_always_ignored_beats_negation(tmp_path):
     (tmp_path / ".gitignore").write_text("!*\n!.git\n!.rewind-tmp-*\n")
     rules = IgnoreRules.for_root(str(tmp_path))
     assert rules.is_ignored(".git", True) and rules.is_ignored("a/.git", False)
-    assert rules.is_ignored(".rewind-tmp-x", False) and not rules.is_ignored("x", False)
+    assert rules.is_ignored(".rewind-tmp-4.2", False) and not rules.is_ignored("x", False)
+    assert not rules.is_ignored(".rewind-tmp-x", False)
 
 
 def test_exclude_only_read_from_git_directory(tmp_path):
