@@ -53,6 +53,7 @@ class RestorePlan:
     ops: list[Op] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)   # (path, why)
     left: list[tuple[str, str]] = field(default_factory=list)      # (path, why): changed since the scan
+    applied: int = 0                                                # operations carried out so far
 
     @property
     def empty(self) -> bool:
@@ -373,6 +374,7 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
                         raise
                     plan.left.append((op.path, "holds files written since the scan"))
                 done += 1
+                plan.applied = done
                 continue
             if op.action == "delete":
                 try:
@@ -387,24 +389,32 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
                 blob = data.get(op.entry.oid)
                 if blob is None:
                     blob = project.store.get(op.entry.oid)
-                if op.action == "write":
-                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                 0o600, dir_fd=pfd)
+                try:
+                    if op.action == "write":
+                        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                     0o600, dir_fd=pfd)
+                        try:
+                            write_all(fd, blob)
+                            os.fchmod(fd, file_mode(op.entry.mode))
+                            mine = os.fstat(fd) if written is not None else None
+                        finally:
+                            os.close(fd)
+                    else:
+                        os.symlink(os.fsdecode(blob), tmp, dir_fd=pfd)
+                        mine = None
+                    os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                except Exception:
                     try:
-                        write_all(fd, blob)
-                        os.fchmod(fd, file_mode(op.entry.mode))
-                        mine = os.fstat(fd) if written is not None else None
-                    finally:
-                        os.close(fd)
-                else:
-                    os.symlink(os.fsdecode(blob), tmp, dir_fd=pfd)
-                    mine = None
-                os.replace(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                        os.unlink(tmp, dir_fd=pfd)      # a full disk leaves no temporary file
+                    except OSError:
+                        pass
+                    raise
                 if mine is not None:
                     _note_written(written, op, name, pfd, mine)
             elif op.action == "chmod":
                 _chmod(pfd, name, op.entry.mode)
             done += 1
+            plan.applied = done
     finally:
         dirs.close()
     return done
@@ -429,21 +439,25 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
             before_apply(plan, current)
         if skip_if_empty and plan.empty:
             return None, plan, 0
+        # every object the plan needs is read and verified before anything is recorded or
+        # written: a damaged object stops the rewind with the ring as it was
+        data: dict[str, bytes] = {}
+        budget = _MEMORY_BUDGET
+        for op in plan.ops:
+            if op.action in ("write", "symlink") and op.entry.oid not in data:
+                blob = project.store.get(op.entry.oid)
+                project.store.note_binary(op.entry.oid, blob)
+                if len(blob) <= budget:
+                    data[op.entry.oid] = blob
+                    budget -= len(blob)
+        _whole(project, plan)
         # the checkpoint of the tree just scanned: nothing is read again; on disk (objects and
-        # catalog rows) before the first write, a power cut included
+        # catalog rows) before the first write, a power cut included. It evicts nothing until
+        # the restore has written something (a restore that fails first leaves the ring).
         with project.catalog.durable():
             safety, _, _ = record(project, "rewind", restore_target=target.number, locked=True, touched={},
-                                  message=("undo" if is_undo else f"before rewind to {target.number}"))
-            # every object the plan needs is read and verified before the tree is touched
-            data: dict[str, bytes] = {}
-            budget = _MEMORY_BUDGET
-            for op in plan.ops:
-                if op.action in ("write", "symlink") and op.entry.oid not in data:
-                    blob = project.store.get(op.entry.oid)
-                    project.store.note_binary(op.entry.oid, blob)
-                    if len(blob) <= budget:
-                        data[op.entry.oid] = blob
-                        budget -= len(blob)
+                                  message=("undo" if is_undo else f"before rewind to {target.number}"),
+                                  settings=None)
             with project.catalog.transaction():
                 project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
                                                plan.touched(), iso_now())
@@ -455,15 +469,95 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         ensure_private_dir(os.path.dirname(jpath))
         atomic_write(jpath, json.dumps(journal).encode())
         written: dict[str, tuple] = {}
-        done = apply_plan(project, plan, data, tag, progress, written,
-                          expect=expectations(project, plan, scan_ns))
+        try:
+            done = apply_plan(project, plan, data, tag, progress, written,
+                              expect=expectations(project, plan, scan_ns))
+        except Exception as e:
+            raise _failed(project, plan, safety, jpath, e) from None
         os.sync()
         os.unlink(jpath)
         # what the restore wrote is attributed to it; only those paths are read again
         touched = {op.path: ("c" if op.action == "mkdir" else "m") for op in plan.ops}
         record(project, None, locked=True, forced=("rewind", None, None, None), touched=touched,
                hints=written)
+        _enforce_ring(project)
         return safety, plan, done
+
+
+def _whole(project: Project, plan: RestorePlan) -> None:
+    """What the plan overwrites or removes must be whole in the store, or the safety
+    checkpoint could not give it back: each object is read and verified, and one found
+    damaged is mended from the file itself when its bytes still match; otherwise the
+    rewind stops here, before anything is recorded or written."""
+    dirs = _Dirs(project.root)
+    try:
+        for op in plan.overwrites():
+            if op.old is None or op.old.kind not in (FILE, LINK):
+                continue
+            try:
+                project.store.get(op.old.oid)
+                continue
+            except RewindError:
+                pass
+            parent, name = _split(op.path)
+            try:
+                pfd = dirs.open(parent)
+                if op.old.kind == LINK:
+                    found = os.fsencode(os.readlink(name, dir_fd=pfd))
+                else:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=pfd)
+                    try:
+                        found = read_fd(fd)
+                    finally:
+                        os.close(fd)
+                project.store.mend(op.old.oid, found)
+            except (OSError, RewindError):
+                raise RewindError(f"{op.path}: its stored copy is damaged and the file no longer matches it, "
+                                  "so the safety checkpoint could not give it back; nothing was changed",
+                                  hint="`rewind verify` names the damage; `rewind save` stores the file "
+                                       "as it is now, then rewind again") from None
+    finally:
+        dirs.close()
+
+
+def _failed(project: Project, plan: RestorePlan, safety: Checkpoint, jpath: str, e: Exception) -> RewindError:
+    """What a restore that stopped half-way says: exactly what state the tree is in, and what
+    brings it back. One that wrote nothing takes its safety checkpoint away again (the tree
+    is that checkpoint's, and the ring is as it was)."""
+    why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    where = f" ({render_path(e.filename)})" if isinstance(e, OSError) and e.filename else ""
+    if plan.applied == 0:
+        try:
+            os.unlink(jpath)
+        except OSError:
+            pass
+        with project.catalog.transaction():
+            project.catalog.drop_checkpoints(project.id, [safety.number])
+        return RewindError(f"the rewind stopped before changing anything: {why}{where}; the tree is as it was",
+                           hint="fix the cause (free space, permissions), then rewind again")
+    total = len(plan.ops)
+    return RewindError(f"the rewind stopped after {plan.applied} of {total} steps: {why}{where}. The tree is "
+                       f"part checkpoint {plan.target.number}, part as it was; everything it overwrote is in "
+                       f"checkpoint {safety.number}",
+                       hint=f"`rewind to {safety.number}` puts the tree back as it was before the rewind; "
+                            f"`rewind to {plan.target.number}` tries again")
+
+
+def render_path(name) -> str:
+    try:
+        return os.fsdecode(name)
+    except (TypeError, ValueError):
+        return str(name)
+
+
+def _enforce_ring(project: Project) -> None:
+    from . import config
+    from .clock import now_ns
+    from .retention import enforce
+    settings = config.load_quietly(project.root)
+    if settings is not None:
+        with project.catalog.transaction():
+            enforce(project.catalog, project.id, settings, now_ns())
 
 
 def recover(project: Project) -> dict | None:

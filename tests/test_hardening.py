@@ -340,3 +340,82 @@ def test_a_hostile_git_head_is_never_followed_out_nor_blocks(tmp_path, head):
     assert proc.returncode == 0, proc.stderr
     shown = json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)
     assert shown["git_head"] is None and "root:" not in json.dumps(shown)
+
+
+def _corrupt(home, data: bytes) -> str:
+    import hashlib
+    oid = hashlib.sha256(data).hexdigest()
+    path = os.path.join(home, "objects", oid[:2], oid[2:])
+    os.chmod(path, 0o600)
+    raw = bytearray(open(path, "rb").read())
+    raw[-1] ^= 0xFF
+    open(path, "wb").write(bytes(raw))
+    return oid
+
+
+def test_a_refused_restore_leaves_the_ring_as_it_was(tmp_path):
+    """A rewind refused for a damaged object used to add its safety checkpoint all the same,
+    pushing an intact old checkpoint out of a full ring."""
+    root = tmp_path / "proj"
+    write(root, ".rewind.toml", "ring_size = 3\n")
+    for i in range(3):
+        write(root, "a.txt", f"version {i}\n")
+        write(root, f"only{i}.txt", f"only in checkpoint {i + 1}\n")
+        run_rewind("save", cwd=root, check=0)
+    _corrupt(os.environ["REWIND_HOME"], b"version 1\n")     # checkpoint 2's a.txt
+    before = [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)]
+    for _ in range(3):
+        r = run_rewind("to", "2", "--yes", cwd=root)
+        assert r.returncode == 1 and "Traceback" not in r.stderr
+    after = [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)]
+    assert after == before == [3, 2, 1]
+    run_rewind("to", "1", "--yes", cwd=root, check=0)         # intact: still there, restorable
+    assert (root / "a.txt").read_text() == "version 0\n"
+
+
+def test_a_damaged_object_under_what_a_restore_overwrites_is_mended_from_the_file_first(tmp_path):
+    """The safety checkpoint must be whole before anything is written: a file whose stored
+    copy is damaged is stored again from its own bytes, then overwritten; undo gives it back."""
+    root = tmp_path / "proj"
+    write(root, "a.txt", "first\n")
+    run_rewind("save", cwd=root, check=0)
+    write(root, "a.txt", "mine, precious\n")
+    run_rewind("save", cwd=root, check=0)
+    _corrupt(os.environ["REWIND_HOME"], b"mine, precious\n")
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert (root / "a.txt").read_text() == "first\n"
+    run_rewind("undo", "--yes", cwd=root, check=0)
+    assert (root / "a.txt").read_text() == "mine, precious\n"
+
+
+def test_a_full_disk_during_a_restore_says_what_state_the_tree_is_in(coarse):
+    """The project's filesystem fills half-way through a restore: the message says how
+    far it got and what brings the tree back; a restore that could write nothing takes
+    its safety checkpoint back and says the tree is as it was."""
+    root = coarse / "proj"
+    env = {"REWIND_HOME": os.environ["REWIND_HOME"]}       # the store elsewhere, with room
+    big = os.urandom(3 << 20)
+    for name in ("a.bin", "b.bin", "c.bin"):
+        write(root, name, big + name.encode())
+    run_rewind("save", cwd=root, env=env, check=0)
+    for name in ("a.bin", "b.bin", "c.bin"):
+        (root / name).unlink()
+    run_rewind("save", cwd=root, env=env, check=0)
+    filler = root.parent / "filler"
+    free = os.statvfs(root).f_bavail * os.statvfs(root).f_frsize
+    with open(filler, "wb") as f:                            # room for one file, not three
+        f.write(b"\0" * max(0, free - (4 << 20)))
+    r = run_rewind("to", "1", "--yes", cwd=root, env=env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "stopped after 1 of 3 steps" in r.stderr and "rewind to 3" in r.stderr, r.stderr
+    assert not [n for n in os.listdir(root) if n.startswith(".rewind-tmp-")]
+    run_rewind("to", "3", "--yes", cwd=root, env=env, check=0)   # back as it was before
+    assert sorted(os.listdir(root)) == []
+    filler.unlink()
+    with open(filler, "wb") as f:                            # now not even one fits
+        f.write(b"\0" * max(0, os.statvfs(root).f_bavail * os.statvfs(root).f_frsize - (1 << 20)))
+    before = [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, env=env, check=0).stdout)]
+    r = run_rewind("to", "1", "--yes", cwd=root, env=env)
+    assert r.returncode == 1 and "before changing anything" in r.stderr and "as it was" in r.stderr, r.stderr
+    after = [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, env=env, check=0).stdout)]
+    assert after == before
