@@ -246,6 +246,7 @@ _MIGRATIONS = [
     ALTER TABLE windows ADD COLUMN pid_mark INTEGER;
     ALTER TABLE windows ADD COLUMN hook_pids TEXT;
     ALTER TABLE changes ADD COLUMN restored TEXT;
+    CREATE TABLE damaged (oid TEXT PRIMARY KEY, problem TEXT NOT NULL, found_ns INTEGER NOT NULL);
     """,
 ]
 
@@ -337,6 +338,10 @@ class Catalog:
         self.db.execute(f"INSERT INTO checkpoints({','.join(_CP_COLS)}) VALUES "
                         f"({','.join('?' * len(_CP_COLS))})", values)
 
+    def set_stats(self, project_id: int, number: int, stats: dict) -> None:
+        self.db.execute("UPDATE checkpoints SET stats=? WHERE project_id=? AND number=?",
+                        (json.dumps(stats, sort_keys=True), project_id, number))
+
     def checkpoint(self, project_id: int, number: int) -> Checkpoint | None:
         row = self.db.execute(f"SELECT {','.join(_CP_COLS)} FROM checkpoints "
                               "WHERE project_id=? AND number=?", (project_id, number)).fetchone()
@@ -388,6 +393,22 @@ class Catalog:
             values["restored"] = _json_or_none(values["restored"])
             out.append(ChangeRow(**values))
         return out
+
+    # -- damage ------------------------------------------------------------------------
+    def note_damaged(self, found: dict[str, str], now_ns: int) -> None:
+        """Objects found damaged or missing: the next scan stores their content afresh
+        instead of trusting the stat cache (a damaged blob must not be reused)."""
+        if found:
+            with self.transaction():
+                self.db.executemany("INSERT OR IGNORE INTO damaged(oid, problem, found_ns) VALUES (?,?,?)",
+                                    [(oid, problem, now_ns) for oid, problem in found.items()])
+
+    def damaged(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT oid FROM damaged")}
+
+    def clear_damaged(self, oids) -> None:
+        """Inside a transaction: these are whole again."""
+        self.db.executemany("DELETE FROM damaged WHERE oid=?", [(o,) for o in oids])
 
     def latest_change(self, project_id: int, path: str, before: int) -> ChangeRow | None:
         """The newest stored change of `path` under a checkpoint numbered below `before`: what

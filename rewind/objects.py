@@ -170,6 +170,8 @@ class Store:
         self._small: dict[bytes, tuple] = {}    # id -> (pack, offset, length) of the small ones
         self._unopened: list[str] | None = None  # names not opened yet, newest first
         self._binary: dict[str, bool] = {}       # id -> a NUL in its first 8 KB, for blobs seen whole
+        self.found_damaged: dict[str, str] = {}  # id -> problem, found by this process's reads
+        self.damaged_packs: dict[str, str] = {}  # pack file -> why it could not be opened
 
     def fs_now(self) -> int:
         """The filesystem's idea of now, read from a file made in tmp/: file times lag and
@@ -422,8 +424,11 @@ class Store:
     def _open_pack(self, name: str) -> "_Pack | None":
         try:
             pack = _Pack(os.path.join(self.home, PACKS_DIR, name))
-        except (OSError, ValueError):
-            return None        # deleted meanwhile, or damaged: `verify` names what it held
+        except FileNotFoundError:
+            return None        # deleted meanwhile
+        except (OSError, ValueError) as e:
+            self.damaged_packs[name] = str(e) or type(e).__name__
+            return None        # damaged: `verify` names it
         self._packs[name] = pack
         if pack.small is not None:
             for key, (off, length) in pack.small.items():
@@ -443,17 +448,23 @@ class Store:
         return dict(self._packs)
 
     def get(self, oid: str) -> bytes:
-        """The object's bytes, verified against its id (CorruptObject otherwise)."""
+        """The object's bytes, verified against its id (CorruptObject otherwise). What is
+        found damaged or missing is remembered (`found_damaged`)."""
         try:
-            return _verified(oid, self._raw(oid))
+            try:
+                return _verified(oid, self._raw(oid))
+            except CorruptObject as e:
+                if e.problem == "missing" or oid in self._staged:
+                    raise
+                found = self._find_packed(oid)       # a damaged loose copy: a packed one may be whole
+                if found is None:
+                    raise
+                pack, off, length = found
+                return _verified(oid, pack.read(off, length))
         except CorruptObject as e:
-            if e.problem == "missing" or oid in self._staged:
-                raise
-            found = self._find_packed(oid)       # a damaged loose copy: a packed one may be whole
-            if found is None:
-                raise
-            pack, off, length = found
-            return _verified(oid, pack.read(off, length))
+            if is_oid(oid):
+                self.found_damaged[oid] = e.problem
+            raise
 
 
 def _verified(oid: str, raw: bytes) -> bytes:

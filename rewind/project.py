@@ -95,6 +95,14 @@ class Project:
     store: Store
 
     def close(self) -> None:
+        """What this process found damaged is remembered in the catalog first (best effort:
+        a catalog that cannot take it must not turn a read into a failure)."""
+        if self.store.found_damaged:
+            try:
+                from .clock import now_ns
+                self.catalog.note_damaged(self.store.found_damaged, now_ns())
+            except Exception:
+                pass
         self.catalog.close()
 
 

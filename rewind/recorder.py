@@ -52,6 +52,7 @@ def project_root(ev: Event, catalog) -> tuple[str | None, bool]:
 def handle(ev: Event) -> str:
     """Act on one event. Returns a short note of what was done (for the log and tests)."""
     home, catalog = open_catalog()
+    project = None
     try:
         root, known = project_root(ev, catalog)
         if root is None:
@@ -62,7 +63,10 @@ def handle(ev: Event) -> str:
             _register(project, ev)
         return _dispatch(project, ev)
     finally:
-        catalog.close()
+        if project is not None:
+            project.close()         # remembers what it found damaged
+        else:
+            catalog.close()
 
 
 def _register(project: Project, ev: Event) -> None:

@@ -269,11 +269,14 @@ def _note_written(written: dict, op: Op, name: str, pfd: int, mine: os.stat_resu
 STILL_NS = 2 * 10**9    # a file modified this close to the scan: its stat cannot vouch (coarse clocks)
 
 
-def expectations(project: Project, plan: RestorePlan, scan_ns: int) -> dict[str, tuple | None]:
+def expectations(project: Project, plan: RestorePlan, scan_ns: int,
+                 hardlinks: set[str] = frozenset()) -> dict[str, tuple | None]:
     """For each path an operation replaces or removes, what the safety scan stored there:
     ("F", ino, size, mtime_ns, ctime_ns, oid, reread) | ("L", oid) | ("D",) | None (nothing).
     `reread`: the stat cannot tell a later write (modified within STILL_NS of the scan, on
-    a filesystem whose clock may be whole seconds), so the bytes are hashed again."""
+    a filesystem whose clock may be whole seconds), so the bytes are hashed again. A file
+    with other links has no ctime to compare: the restore's own rename over another of its
+    names changes it."""
     cache = project.catalog.statcache_lookup(project.id)
     out: dict[str, tuple | None] = {}
     for op in plan.ops:
@@ -287,7 +290,7 @@ def expectations(project: Project, plan: RestorePlan, scan_ns: int) -> dict[str,
             if row is None or row[0] != FILE or row[6] != c.oid:
                 out[op.path] = (FILE, None, None, None, None, c.oid, True)
             else:
-                out[op.path] = (FILE, row[4], row[1], row[2], row[3], c.oid,
+                out[op.path] = (FILE, row[4], row[1], row[2], None if op.path in hardlinks else row[3], c.oid,
                                 row[1] < 0 or row[2] >= scan_ns - STILL_NS)
         elif c.kind == LINK:
             out[op.path] = (LINK, c.oid)
@@ -317,7 +320,8 @@ def _changed(pfd: int, name: str, exp: tuple | None) -> str | None:
     if not S.S_ISREG(st.st_mode):
         return "replaced since the scan"
     _, ino, size, mtime, ctime, oid, reread = exp
-    if ino is not None and ((st.st_ino, st.st_mtime_ns, st.st_ctime_ns) != (ino, mtime, ctime)
+    if ino is not None and ((st.st_ino, st.st_mtime_ns) != (ino, mtime)
+                            or (ctime is not None and st.st_ctime_ns != ctime)
                             or (size >= 0 and st.st_size != size)):
         return "changed since the scan"
     if reread:
@@ -471,7 +475,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         written: dict[str, tuple] = {}
         try:
             done = apply_plan(project, plan, data, tag, progress, written,
-                              expect=expectations(project, plan, scan_ns))
+                              expect=expectations(project, plan, scan_ns, current.hardlinks))
         except Exception as e:
             raise _failed(project, plan, safety, jpath, e) from None
         os.sync()

@@ -63,6 +63,7 @@ class ScanResult:
     cache_removed: set[str] = field(default_factory=set)
     listed: list[str] | None = None            # incremental: the directories listed (None: all)
     removed_prefixes: set[str] = field(default_factory=set)
+    mended: set[str] = field(default_factory=set)  # known damaged ids written whole again
 
 
 class _Scanner:
@@ -72,6 +73,8 @@ class _Scanner:
         self.store = store
         self.cache = cache
         self.fs_now_ns = fs_now_ns
+        self.damaged: frozenset[str] | set[str] = frozenset()   # ids known damaged: stored afresh
+        self.mended: set[str] = set()
         self.hot_since = (fs_now_ns or time.time_ns()) - HOT_NS
         self.max_size = max_size
         self.stats = ScanStats()
@@ -89,6 +92,14 @@ class _Scanner:
         self.listed: list[str] = []
         self.removed: set[str] = set()
         self.removed_prefixes: set[str] = set()
+
+    def _put(self, data: bytes, oid: str) -> None:
+        """Store an object; one known damaged or missing gets a whole copy written now."""
+        if oid in self.damaged:
+            self.store.mend(oid, data)
+            self.mended.add(oid)
+        else:
+            self.store.put(data, oid)
 
     def _remember(self, rel: str, value: tuple) -> None:
         if self.store is None:
@@ -180,8 +191,8 @@ class _Scanner:
                     continue
                 oid = digest_of(target)
                 cached = self.cache.get(rel_path)
-                if self.store is not None and (cached is None or cached[6] != oid):
-                    self.store.put(target, oid)
+                if self.store is not None and (cached is None or cached[6] != oid or oid in self.damaged):
+                    self._put(target, oid)
                 self._remember(rel_path, (LINK, len(target), 0, 0, 0, 0o777, oid))
                 tree[name] = Entry(LINK, 0o777, oid, len(target))
                 self.stats.symlinks += 1
@@ -203,8 +214,8 @@ class _Scanner:
         self.trees[oid] = tree
         if self.store is not None:
             cached = self.cache.get(rel + "/")
-            if cached is None or cached[6] != oid:
-                self.store.put(data, oid)
+            if cached is None or cached[6] != oid or oid in self.damaged:
+                self._put(data, oid)
             self._remember(rel + "/", (DIR, 0, 0, 0, 0, 0, oid))
         return oid
 
@@ -222,7 +233,7 @@ class _Scanner:
             return Entry(LARGE, perm, "", st.st_size)
         c = self.cache.get(rel_path)
         if (c is not None and c[0] == FILE and c[1] == st.st_size and c[2] == st.st_mtime_ns
-                and c[3] == st.st_ctime_ns and c[4] == st.st_ino and c[5] == perm):
+                and c[3] == st.st_ctime_ns and c[4] == st.st_ino and c[5] == perm and c[6] not in self.damaged):
             self.seen.add(rel_path)
             return Entry(FILE, perm, c[6], st.st_size)
         got = self._read(dfd, name, rel_path)
@@ -234,7 +245,7 @@ class _Scanner:
         self.stats.hashed += 1
         self.stats.hashed_bytes += len(data)
         if self.store is not None:
-            self.store.put(data, oid)
+            self._put(data, oid)
             self.store.note_binary(oid, data)
         racy = st.st_mtime_ns >= self.fs_now_ns
         self._remember(rel_path, (FILE, -1 if racy else st.st_size, st.st_mtime_ns, st.st_ctime_ns,
@@ -335,10 +346,14 @@ def scan_dirty(root: str, store: Store, cache, fs_now_ns: int, old_root: str, lo
 
 
 def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None = None,
-         fs_now_ns: int = 0, max_size: int = MAX_FILE_SIZE, progress=None) -> ScanResult:
+         fs_now_ns: int = 0, max_size: int = MAX_FILE_SIZE, progress=None,
+         damaged: set[str] | frozenset[str] = frozenset()) -> ScanResult:
     """Walk `root`. With a store, every blob and tree is staged in it and cache updates are
-    returned; without one, nothing is written (a read-only look at the working tree)."""
+    returned; without one, nothing is written (a read-only look at the working tree).
+    `damaged`: ids whose stored copy is known bad: never trusted from the cache, and
+    written afresh (`ScanResult.mended` names those)."""
     scanner = _Scanner(root, store, cache or {}, fs_now_ns, max_size)
+    scanner.damaged = damaged
     scanner.progress = progress
     if progress is not None:
         progress("files read", 0, 0)
@@ -351,4 +366,4 @@ def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None =
     if store is not None:
         removed = {p for p in scanner.cache if p not in scanner.seen}
     return ScanResult(oid, scanner.trees, scanner.stats, scanner.protected, scanner.hardlinks,
-                      scanner.upserts, removed)
+                      scanner.upserts, removed, mended=scanner.mended)

@@ -25,6 +25,7 @@ from . import tree as treemod
 from .catalog import ChangeRow, Checkpoint
 from .clock import iso, now_ns
 from .diff import change_rows, diff_trees
+from .errors import CorruptObject
 from .ignore import exclude_signature
 from .lock import project_lock
 from .objects import Store
@@ -49,7 +50,7 @@ class TreeLoader:
             try:
                 t = treemod.parse(self.store.get(oid))
             except ValueError as e:
-                from .errors import CorruptObject
+                self.store.found_damaged[oid] = "damaged (a tree that does not parse)"
                 raise CorruptObject(oid, f"damaged (a tree that does not parse: {e})") from None
             self.cache[oid] = t
         return t
@@ -219,17 +220,29 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
         load = TreeLoader(store)
         fs_now = project_clock(project.root, store)
         scan_start = time.time_ns()
+        damaged = catalog.damaged()
+        if damaged and plan.quick:
+            # a quick scan keeps unchanged subtrees as they were, damaged objects and all
+            plan = dirtymod.ScanPlan(False, "objects found damaged are stored afresh", {}, plan.upto, None)
         try:
             if plan.quick:
                 cache = catalog.statcache_lookup(project.id)
                 if hints:
                     hints = {p: h for p, h in hints.items() if h[2] < fs_now}   # git's racy rule
                     cache = _Hinted(cache, hints)
-                result = scan_dirty(project.root, store, cache, fs_now, last_tree, load, plan.dirty)
-                if hints:
-                    _keep_hints(result, load, hints)
-            else:
-                result = scan(project.root, store, catalog.load_statcache(project.id), fs_now, progress=progress)
+                try:
+                    result = scan_dirty(project.root, store, cache, fs_now, last_tree, load, plan.dirty)
+                    if hints:
+                        _keep_hints(result, load, hints)
+                except CorruptObject as e:
+                    # the last tree is damaged: a full scan needs none of it
+                    store.discard()
+                    damaged = damaged | {e.digest}
+                    plan = dirtymod.ScanPlan(False, f"a tree of the last scan is damaged ({e.digest[:12]})",
+                                             {}, plan.upto, None)
+            if not plan.quick:
+                result = scan(project.root, store, catalog.load_statcache(project.id), fs_now, progress=progress,
+                              damaged=damaged)
             store.flush()
         except BaseException:
             store.discard()
@@ -251,7 +264,10 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             stats["exclude"] = exclude_signature(project.root)
         segment: list[ChangeRow] = []
         if last_tree is not None and last_tree != result.root:
-            segment = change_rows(list(diff_trees(load, last_tree, result.root)))
+            try:
+                segment = change_rows(list(diff_trees(load, last_tree, result.root)))
+            except CorruptObject:
+                segment = []       # the last scan's tree is damaged: what changed since is unknown
             attribute_segment(project, segment, last_ns, forced, plan.events)
         segment += extra or []
         cp = None
@@ -265,8 +281,15 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                             git_branch=branch, restore_target=restore_target,
                             stats=stats, **(meta or {}))
         rows: list[ChangeRow] = []
+        unknown = None
         if cp is not None and prev is not None:
-            pairs = list(diff_trees(load, prev.tree, result.root))
+            try:
+                pairs = list(diff_trees(load, prev.tree, result.root))
+            except CorruptObject as e:
+                # the previous checkpoint's tree is damaged: this checkpoint is taken all the
+                # same (damage stays local); what changed between the two is unknown
+                pairs = []
+                unknown = f"its tree is damaged ({e.digest[:12]}): what changed after it is unknown"
             rows = change_rows(pairs, _binary_in(store), result.hardlinks)
         with catalog.transaction():
             base = prev.number if prev else None
@@ -284,10 +307,14 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                 catalog.insert_checkpoint(cp)
                 if prev is not None:
                     catalog.insert_changes(project.id, prev.number, rows)
+                    if unknown:
+                        catalog.set_stats(project.id, prev.number, dict(prev.stats, changes_unknown=unknown))
                 if settings is not None:
                     enforce(catalog, project.id, settings, cp.created_ns)
             catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed,
                                      result.removed_prefixes)
+            if result.mended:
+                catalog.clear_damaged(result.mended)
             counts = {} if touched is not None else {"quick_scans": state["quick_scans"] + 1} if plan.quick \
                 else {"full_scans": state["full_scans"] + 1}
             if plan.reason:
@@ -489,7 +516,14 @@ def _file_binary(store: Store, oid: str, path: str) -> bool:
 
 
 def changes_under(project: Project, cp: Checkpoint, current: ScanResult | None = None) -> list[ChangeRow]:
-    """Changes under `cp`: stored when a later checkpoint exists, else live."""
+    """Changes under `cp`: stored when a later checkpoint exists, else live. A damaged tree
+    keeps its damage to itself: its live changes are unknown (empty, and the store
+    remembers the damage), and every other command goes on."""
     if project.catalog.next_after(project.id, cp.number) is not None:
         return project.catalog.changes(project.id, cp.number) or []
-    return live_changes(project, cp, current)[0]
+    try:
+        return live_changes(project, cp, current)[0]
+    except CorruptObject as e:
+        cp.stats = dict(cp.stats, changes_unknown=f"its tree is damaged ({e.digest[:12]}): "
+                                                   "what changed after it is unknown")
+        return []

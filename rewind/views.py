@@ -41,6 +41,8 @@ def checkpoint_json(cp: Checkpoint, changes: list[ChangeRow] | None = None,
         "tree": cp.tree, "restore_target": cp.restore_target,
         "skipped": {k: cp.stats.get(k, []) for k in ("large", "unreadable", "special", "changing")
                     if cp.stats.get(k)},
+        # set when a damaged tree keeps what changed after this checkpoint from being known
+        "changes_unknown": cp.stats.get("changes_unknown"),
     }
     if project is not None:
         out["project"] = project

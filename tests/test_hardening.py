@@ -419,3 +419,111 @@ def test_a_full_disk_during_a_restore_says_what_state_the_tree_is_in(coarse):
     assert r.returncode == 1 and "before changing anything" in r.stderr and "as it was" in r.stderr, r.stderr
     after = [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, env=env, check=0).stdout)]
     assert after == before
+
+
+def _damage_file(path: str) -> None:
+    os.chmod(path, 0o600)
+    raw = bytearray(open(path, "rb").read())
+    raw[-1] ^= 0xFF
+    open(path, "wb").write(bytes(raw))
+
+
+def test_one_damaged_tree_stays_local(tmp_path):
+    """A damaged tree of the newest checkpoint used to make list, save, every `to` and the
+    prompt hooks fail. Now: everything else works, the damage is named, the tree is stored
+    afresh from the disk, and `verify --drop-damaged` forgets what cannot be given back."""
+    from helpers import project
+    from rewind.snapshot import TreeLoader
+    root = tmp_path / "proj"
+    write(root, "keep.txt", "one")
+    run_rewind("save", cwd=root, check=0)                     # 1: intact
+    write(root, "sub/a.txt", "a")
+    write(root, "sub/b.txt", "b")
+    run_rewind("save", cwd=root, check=0)                     # 2: its sub/ tree gets damaged
+    proj = project(root)
+    sub = TreeLoader(proj.store)(proj.catalog.checkpoint(proj.id, 2).tree)["sub"].oid
+    proj.close()
+    _damage_file(os.path.join(os.environ["REWIND_HOME"], "objects", sub[:2], sub[2:]))
+    write(root, "sub/b.txt", "b, edited: the diff must read the damaged tree")
+    r = run_rewind("list", cwd=root)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "unknown" in run_rewind("show", "2", cwd=root, check=0).stdout
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": str(root), "prompt": "go on"}
+    assert hook(payload, root).returncode == 0               # 3: a prompt still gets its checkpoint
+    write(root, "new.txt", "new")
+    run_rewind("save", cwd=root, check=0)                     # 4
+    ids = [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)]
+    assert ids == [4, 3, 2, 1]
+    run_rewind("to", "1", "--yes", cwd=root, check=0)         # an intact checkpoint restores
+    assert sorted(os.listdir(root)) == ["keep.txt"]
+    run_rewind("undo", "--yes", cwd=root, check=0)
+    assert (root / "sub/b.txt").read_text() == "b, edited: the diff must read the damaged tree"
+    # the damage stayed with checkpoint 2 (sub/ changed since, so no file holds that tree now)
+    report = json.loads(run_rewind("verify", "--json", cwd=root, check=1).stdout)
+    assert [p["checkpoints"] for p in report["problems"]] == [[2]], report
+    run_rewind("verify", "--drop-damaged", "--yes", cwd=root, check=0)
+    assert 2 not in [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)]
+    assert json.loads(run_rewind("verify", "--json", cwd=root, check=0).stdout)["ok"]
+    run_rewind("gc", cwd=root, check=0)
+
+
+def test_drop_damaged_forgets_only_what_cannot_be_given_back(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "lost forever")
+    run_rewind("save", cwd=root, check=0)                     # 1
+    write(root, "a.txt", "kept")
+    run_rewind("save", cwd=root, check=0)                     # 2
+    import hashlib
+    oid = hashlib.sha256(b"lost forever").hexdigest()
+    _damage_file(os.path.join(os.environ["REWIND_HOME"], "objects", oid[:2], oid[2:]))
+    r = run_rewind("verify", cwd=root)
+    assert r.returncode == 1 and "--drop-damaged" in r.stdout
+    refused = run_rewind("verify", "--drop-damaged", cwd=root)   # no terminal, no --yes
+    assert refused.returncode == 1
+    run_rewind("verify", "--drop-damaged", "--yes", cwd=root, check=0)
+    assert [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)] == [2]
+    assert json.loads(run_rewind("verify", "--json", cwd=root, check=0).stdout)["ok"]
+    run_rewind("gc", cwd=root, check=0)
+    assert (root / "a.txt").read_text() == "kept"
+
+
+def test_a_damaged_blob_is_stored_afresh_once_known(tmp_path):
+    """Known damaged, the content is read from the file again instead of trusted from the
+    stat cache: deleting the file afterwards loses nothing."""
+    root = tmp_path / "proj"
+    write(root, "precious.txt", "only copy on disk")
+    run_rewind("save", cwd=root, check=0)
+    import hashlib
+    oid = hashlib.sha256(b"only copy on disk").hexdigest()
+    _damage_file(os.path.join(os.environ["REWIND_HOME"], "objects", oid[:2], oid[2:]))
+    assert run_rewind("verify", cwd=root).returncode == 1       # now known
+    run_rewind("save", cwd=root, check=0)
+    (root / "precious.txt").unlink()
+    run_rewind("save", cwd=root, check=0)
+    run_rewind("to", "2", "--yes", cwd=root, check=0)
+    assert (root / "precious.txt").read_text() == "only copy on disk"
+    assert json.loads(run_rewind("verify", "--json", cwd=root, check=0).stdout)["ok"]
+
+
+def test_verify_names_every_checkpoint_that_needs_a_damaged_object_and_a_damaged_pack(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "shared.txt", "in every checkpoint")
+    for i in range(3):
+        write(root, "n.txt", str(i))
+        run_rewind("save", cwd=root, check=0)
+    import hashlib
+    oid = hashlib.sha256(b"in every checkpoint").hexdigest()
+    _damage_file(os.path.join(os.environ["REWIND_HOME"], "objects", oid[:2], oid[2:]))
+    report = json.loads(run_rewind("verify", "--json", cwd=root, check=1).stdout)
+    (p,) = [p for p in report["problems"] if p.get("object") == oid]
+    assert sorted(p["checkpoints"]) == [1, 2, 3]
+    # a pack cut short: named as a pack, not only as missing objects
+    for i in range(20):
+        write(root, f"many/f{i}.txt", f"file {i} " * 300)
+    run_rewind("save", cwd=root, check=0)
+    packs = os.path.join(os.environ["REWIND_HOME"], "objects", "pack")
+    name = sorted(os.listdir(packs))[-1]
+    with open(os.path.join(packs, name), "r+b") as f:
+        f.truncate(100)
+    report = json.loads(run_rewind("verify", "--json", cwd=root, check=1).stdout)
+    assert any(p.get("pack") == name for p in report["problems"]), report["problems"]

@@ -93,7 +93,8 @@ def test_a_missing_object_is_named_by_verify(tmp_path):
     oid = hashlib.sha256(b"only copy\n").hexdigest()
     os.unlink(os.path.join(os.environ["REWIND_HOME"], "objects", oid[:2], oid[2:]))
     report = json.loads(run_rewind("verify", "--json", cwd=root, check=1).stdout)
-    assert report["problems"] == [{"object": oid, "problem": "blob 'a.txt' missing", "checkpoint": 1}]
+    assert report["problems"] == [{"object": oid, "problem": "blob 'a.txt' missing", "checkpoint": 1,
+                                   "checkpoints": [1]}]
 
 
 def test_to_without_yes_and_without_a_terminal_changes_nothing(tmp_path):

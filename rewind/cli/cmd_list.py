@@ -155,7 +155,11 @@ def show(spec, project_dir: Optional[str], as_json: bool) -> None:
             render.out(f"skipped:  {len(cp.stats[key])} {label}: "
                        + ", ".join(render.display_path(p) for p in cp.stats[key][:5]))
     until = f"checkpoint {nxt.number}" if nxt else "now (the working tree)"
-    render.out(f"changes after it, until {until}: {len(changes)}")
+    if cp.stats.get("changes_unknown"):
+        render.out(f"changes after it, until {until}: unknown, {cp.stats['changes_unknown']} "
+                   "(`rewind verify` says more)")
+    else:
+        render.out(f"changes after it, until {until}: {len(changes)}")
     if render.fancy() and changes:
         from rich.table import Table
         table = Table(box=None, show_header=False, pad_edge=False)

@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from .. import render
-from ..check import verify
+from ..check import damaged_checkpoints, verify
+from ..errors import RewindError
 from ..project import open_catalog, open_project
 from ..snapshot import capture
 from .cmd_watch import print_watcher, watcher_view
@@ -41,7 +42,12 @@ def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
         project.close()
 
 
-def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool) -> int:
+def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool,
+                drop_damaged: bool = False, yes: bool = False) -> int:
+    if drop_damaged and all_projects:
+        raise RewindError("--drop-damaged works on one project: leave out --all (or pass --project DIR)")
+    if drop_damaged and project_dir is None:
+        project_dir = project_for(None).root
     home, catalog = open_catalog()
     from ..lock import store_lock
     from ..objects import Store
@@ -62,10 +68,14 @@ def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool) -
         tick = None if as_json else render.progress("verify")
         with store_lock(home, what="the store (a gc is sweeping)"):   # no sweep while we look
             report = verify(catalog, store, pids, progress=tick)
+        from ..clock import now_ns
+        catalog.note_damaged(store.found_damaged, now_ns())     # the next scan stores them afresh
     finally:
         if tick is not None:
             tick.close()
         catalog.close()
+    if drop_damaged:
+        return _drop_damaged(report, project_dir, yes)
     if as_json:
         out = {"ok": report.ok, "objects": report.objects, "problems": report.problems}
         if interrupted:
@@ -76,10 +86,37 @@ def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool) -
     else:
         render.out(f"{len(report.problems)} problem(s) in {report.objects + len(report.problems)} objects:")
         for p in report.problems:
-            where = f"checkpoint {p['checkpoint']}: " if "checkpoint" in p else ""
-            obj = f"object {p['object'][:12]}: " if "object" in p else ""
+            needed = p.get("checkpoints") or ([p["checkpoint"]] if "checkpoint" in p else [])
+            where = (f"checkpoint{'s' if len(needed) > 1 else ''} {', '.join(map(str, needed[:10]))}"
+                     f"{' …' if len(needed) > 10 else ''}: ") if needed else ""
+            obj = f"object {p['object'][:12]}: " if "object" in p else f"pack {p['pack']}: " if "pack" in p else ""
             render.out(f"  {where}{obj}{p['problem']}")
+        if damaged_checkpoints(report):
+            render.out("`rewind verify --drop-damaged` forgets just the checkpoints that cannot be given back "
+                       "whole; the files on disk are not touched.")
     return 0 if report.ok else 1
+
+
+def _drop_damaged(report, project_dir: str, yes: bool) -> int:
+    """Forget the checkpoints a restore could not give back whole (their content is partly
+    lost already); everything else, and the working tree, stays."""
+    numbers = damaged_checkpoints(report)
+    if not numbers:
+        render.out("No damaged checkpoint to drop.")
+        return 0 if report.ok else 1
+    from .cmd_restore import confirm
+    render.out(f"Checkpoints that cannot be given back whole: {', '.join(map(str, numbers))}.")
+    confirm(yes, f"Forget these {len(numbers)} checkpoint(s)?")
+    project = project_for(project_dir)
+    try:
+        from ..lock import project_lock
+        with project_lock(project.home, project.id, timeout=30):
+            with project.catalog.transaction():
+                project.catalog.drop_checkpoints(project.id, numbers)
+    finally:
+        project.close()
+    render.out(f"Forgot checkpoint(s) {', '.join(map(str, numbers))}; the next gc frees what only they held.")
+    return 0
 
 
 def _catalog_size(home: str) -> int:
@@ -189,9 +226,13 @@ def register(app: typer.Typer) -> None:
     @app.command("verify")
     def verify_cmd(as_json: bool = typer.Option(False, "--json", help="JSON on stdout."),
                    project: Optional[str] = typer.Option(None, "--project", help="Only this project's checkpoints."),
-                   all_projects: bool = typer.Option(False, "--all", help="Every project (the default without --project).")):
+                   all_projects: bool = typer.Option(False, "--all", help="Every project (the default without --project)."),
+                   drop_damaged: bool = typer.Option(False, "--drop-damaged",
+                                                     help="Then forget the project's checkpoints that cannot be "
+                                                          "given back whole (asks first)."),
+                   yes: bool = typer.Option(False, "--yes", "-y", help="With --drop-damaged: do not ask.")):
         """Check that every object every checkpoint needs exists and is intact."""
-        raise typer.Exit(verify_impl(as_json, project, all_projects))
+        raise typer.Exit(verify_impl(as_json, project, all_projects, drop_damaged, yes))
 
     @app.command("status")
     def status_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
