@@ -65,6 +65,10 @@ def age(iso_time: str) -> str:
     return f"{int(secs)}s ago"
 
 
+def age_ns(ns: int) -> str:
+    return age(datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat())
+
+
 def safe(text: str | None) -> str:
     """Someone else's text (a prompt, a command, a tool name) as one line a terminal only
     displays: runs of whitespace become one space, and control characters (an escape

@@ -54,6 +54,8 @@ class RestorePlan:
     skipped: list[tuple[str, str]] = field(default_factory=list)   # (path, why)
     left: list[tuple[str, str]] = field(default_factory=list)      # (path, why): changed since the scan
     applied: int = 0                                                # operations carried out so far
+    kept_hooks: list[str] = field(default_factory=list)   # agents' settings files keeping rewind's hooks
+    extra: dict[str, bytes] = field(default_factory=dict)  # contents made by the plan (not in the store)
 
     @property
     def empty(self) -> bool:
@@ -177,12 +179,37 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
                 else:
                     create(path, t)
 
+    def keep_hooks() -> None:
+        """An agent's settings file is restored like any file, but keeps rewind's own hook
+        entries: a restore never stops the recording (DESIGN)."""
+        from .hooks.install import PROJECT_SETTINGS, keep_ours
+        for i, op in enumerate(plan.ops):
+            if op.path not in PROJECT_SETTINGS or op.action not in ("write", "delete") or \
+                    op.old is None or op.old.kind != FILE:
+                continue
+            target_bytes = project.store.get(op.entry.oid) if op.action == "write" else None
+            merged = keep_ours(op.path, project.store.get(op.old.oid), target_bytes)
+            if merged is None or merged == target_bytes:
+                continue
+            oid = digest_of(merged)
+            if oid == op.old.oid:
+                plan.ops[i] = None          # already what it would become
+            else:
+                mode = op.entry.mode if op.entry is not None else op.old.mode
+                plan.ops[i] = Op("write", op.path, Entry(FILE, mode, oid, len(merged)), op.old)
+                plan.extra[oid] = merged
+            plan.kept_hooks.append(op.path)
+        keep_dirs = {a for path in plan.kept_hooks for a in _ancestors(path)}
+        plan.ops = [op for op in plan.ops if op is not None
+                    and not (op.action == "rmdir" and op.path in keep_dirs)]
+
     root_tree = load(target.tree)
     walk(current.root, target.tree, "",
          IgnoreRules.for_root_contents(project.root, [project.store.get(root_tree[n].oid)
                                                       for n in (".gitignore", ".rewindignore")
                                                       if n in root_tree and root_tree[n].kind == FILE]))
     plan.ops.extend(reversed(dir_modes))  # deepest first, after every write inside them
+    keep_hooks()
     return plan
 
 
@@ -449,12 +476,19 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         budget = _MEMORY_BUDGET
         for op in plan.ops:
             if op.action in ("write", "symlink") and op.entry.oid not in data:
+                if op.entry.oid in plan.extra:
+                    data[op.entry.oid] = plan.extra[op.entry.oid]
+                    continue
                 blob = project.store.get(op.entry.oid)
                 project.store.note_binary(op.entry.oid, blob)
                 if len(blob) <= budget:
                     data[op.entry.oid] = blob
                     budget -= len(blob)
         _whole(project, plan)
+        if plan.extra:              # contents the plan made (settings keeping rewind's hooks)
+            for oid, blob in plan.extra.items():
+                project.store.put(blob, oid)
+            project.store.flush()
         # the checkpoint of the tree just scanned: nothing is read again; on disk (objects and
         # catalog rows) before the first write, a power cut included. It evicts nothing until
         # the restore has written something (a restore that fails first leaves the ring).

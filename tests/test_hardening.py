@@ -527,3 +527,60 @@ def test_verify_names_every_checkpoint_that_needs_a_damaged_object_and_a_damaged
         f.truncate(100)
     report = json.loads(run_rewind("verify", "--json", cwd=root, check=1).stdout)
     assert any(p.get("pack") == name for p in report["problems"]), report["problems"]
+
+
+def test_a_restore_keeps_rewinds_own_hooks_in_the_agents_settings(tmp_path):
+    """`rewind to` a checkpoint from before `hooks install` used to delete the settings file,
+    and with it the recording, without a word."""
+    import shlex
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    run_rewind("save", cwd=root, check=0)                               # 1: no settings file
+    run_rewind("hooks", "install", "claude", cwd=root, check=0)
+    settings = root / ".claude" / "settings.local.json"
+    data = json.loads(settings.read_text())
+    data["permissions"] = {"allow": ["Bash(npm test)"]}
+    settings.write_text(json.dumps(data))
+    run_rewind("save", cwd=root, check=0)                               # 2
+    plan = run_rewind("to", "1", "--dry-run", cwd=root, check=0).stdout
+    assert "keep  .claude/settings.local.json" in plan, plan
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    after = json.loads(settings.read_text())
+    assert "permissions" not in after                                   # the file is checkpoint 1's...
+    ours = after["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]  # ...with rewind's hooks kept
+    assert shlex.split(ours)[-1] == "claude"
+    payload = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": str(root),
+                          "prompt": "still recorded"})
+    subprocess.run(ours, shell=True, input=payload, text=True, cwd=root, check=True,
+                   env={**os.environ, "CLAUDE_PROJECT_DIR": str(root)})
+    assert json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)[0]["prompt"] == "still recorded"
+    run_rewind("undo", "--yes", cwd=root, check=0)                      # and undo gives the rest back
+    assert json.loads(settings.read_text())["permissions"] == {"allow": ["Bash(npm test)"]}
+
+
+def test_a_hook_that_could_not_record_shows_until_the_next_checkpoint(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    base = {"session_id": "s", "cwd": str(root)}
+    assert hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": "one"}, root).returncode == 0
+    objects = os.path.join(os.environ["REWIND_HOME"], "objects")
+    os.rename(objects, objects + ".away")
+    with open(objects, "w") as f:                              # objects/ is a file: no write succeeds
+        f.write("not a directory")
+    try:
+        write(root, "b.txt", "b")
+        r = hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": "two"}, root)
+        assert r.returncode == 0 and r.stdout == ""            # the agent goes on
+    finally:
+        os.unlink(objects)
+        os.rename(objects + ".away", objects)
+    listed = run_rewind("list", cwd=root, check=0)
+    assert "1 hook call(s) could not record" in listed.stderr, listed.stderr
+    assert run_rewind("list", "--json", cwd=root, check=0).stdout.startswith("[")
+    status = json.loads(run_rewind("status", "--json", cwd=root, check=0).stdout)
+    assert len(status["hook_failures"]) == 1 and status["hook_failures"][0]["event"] == "UserPromptSubmit"
+    doctor = run_rewind("doctor", cwd=root)
+    assert doctor.returncode == 1 and "could not record" in doctor.stdout
+    assert hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": "three"}, root).returncode == 0
+    assert "could not record" not in run_rewind("list", cwd=root, check=0).stderr
+    assert json.loads(run_rewind("status", "--json", cwd=root, check=0).stdout)["hook_failures"] == []

@@ -123,6 +123,19 @@ def _store(project) -> list[dict]:
     return out
 
 
+def _failures(project) -> list[dict]:
+    from ..log import log_path
+    from .common import hook_failures
+    failed = hook_failures(project)
+    if not failed:
+        return [_finding("ok", "every hook call since the newest checkpoint recorded")]
+    last = failed[-1]
+    return [_finding("fail", f"{len(failed)} hook call(s) could not record since the newest checkpoint; last: "
+                             f"{render.safe(last.get('event'))} ({render.age_ns(last['ns'])}): "
+                             f"{render.safe(last.get('error'))}",
+                     f"the log says why: {log_path()}; this clears at the next checkpoint")]
+
+
 def _config(root: str) -> list[dict]:
     from .. import config
     try:
@@ -149,7 +162,7 @@ def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
     if project is not None:
         root = project.root
         try:
-            for part in (_store, _watcher, _inotify):
+            for part in (_store, _watcher, _inotify, _failures):
                 findings += part(project)
         finally:
             project.close()

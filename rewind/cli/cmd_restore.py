@@ -68,6 +68,9 @@ def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str
         render.out(f"  … and {len(shown) - 500} more operations")
     for path, why in plan.skipped:
         render.out(f"  skip  {render.display_path(path)}: {why}")
+    for path in plan.kept_hooks:
+        render.out(f"  keep  {render.display_path(path)}: rewind's own hook entries stay in it, so the "
+                   "recording goes on")
     if current is not None:
         linked = [op.path for op in plan.ops if op.action == "write" and op.path in current.hardlinks]
         if linked:

@@ -158,7 +158,10 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
         usage = gcmod.usage(home, catalog, [project.id], sizes)
         row = _project_row(catalog, project.id, project.root, usage)
         watch = watcher_view(project)
+        from .common import hook_failures
+        failures = hook_failures(project)
         project.close()
+        row["hook_failures"] = failures
         if settings is not None:
             row["ring_size"], row["retention_days"] = settings.ring_size, settings.retention_days
             row["settings_from"] = list(settings.sources)
@@ -169,6 +172,9 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
                   if row["newest"] is not None else "")
         render.out(f"project:     {project.root}")
         render.out(f"checkpoints: {row['checkpoints']}{newest}")
+        if failures:
+            render.out(f"recording:   {len(failures)} hook call(s) could not record since the newest checkpoint "
+                       f"(last: {render.safe(failures[-1].get('error'))}); `rewind doctor` says more")
         if settings is not None:
             src = ", ".join(settings.sources) or "defaults"
             render.out(f"keeps:       the newest {settings.ring_size}, none older than "

@@ -166,3 +166,19 @@ def project_paths(project: Project, paths: list[str] | None) -> list[str] | None
         out.append(real[len(project.root.rstrip("/")) + 1:])
     return out
 
+
+
+def hook_failures(project: Project) -> list[dict]:
+    """Hook calls for this project that could not record since its newest checkpoint."""
+    from ..hookfail import since
+    newest = project.catalog.latest(project.id)
+    return since(project.home, project.root, newest.created_ns if newest else 0)
+
+
+def warn_hook_failures(project: Project) -> None:
+    failed = hook_failures(project)
+    if failed:
+        last = failed[-1]
+        render.err(f"warning: {len(failed)} hook call(s) could not record since the newest checkpoint "
+                   f"(last: {render.safe(last.get('event'))}, {render.safe(last.get('error'))}); "
+                   "`rewind doctor` says more")

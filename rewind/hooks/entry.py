@@ -10,6 +10,9 @@ import sys
 MAX_PAYLOAD = 64 * 1024 * 1024
 
 
+_CONTEXT: dict = {}     # what the failing hook was doing, for the failure ledger
+
+
 def run_hook(args: list[str]) -> int:
     try:
         _run(args)
@@ -23,6 +26,9 @@ def run_hook(args: list[str]) -> int:
             log(f"hook {' '.join(args)[:100]} failed: {type(e).__name__}: {e}", e)
         except BaseException:
             pass
+        if _CONTEXT.get("event"):
+            from ..hookfail import note
+            note(_CONTEXT.get("agent", ""), _CONTEXT["event"], _CONTEXT.get("where"), e)
     return 0
 
 
@@ -58,6 +64,9 @@ def _run(args: list[str]) -> None:
     event = adapter.parse(payload, os.environ)
     if event is None:
         return
+    where = event.project_dir or event.cwd
+    _CONTEXT.update(agent=agent, event=payload.get("hook_event_name"),
+                    where=os.path.realpath(where) if isinstance(where, str) and os.path.isabs(where) else None)
     from ..recorder import handle
     note = handle(event)
     if os.environ.get("REWIND_HOOK_TRACE"):

@@ -192,3 +192,56 @@ def status(path: str, agent: str) -> dict:
     resolves = all(_resolves(c) for c in commands) if commands else None
     return {"path": path, "installed": bool(events), "events": sorted(set(events)),
             "commands": sorted(commands), "command_resolves": resolves}
+
+
+# agents' settings files inside a project, and whose entries they hold
+PROJECT_SETTINGS = {".claude/settings.json": "claude", ".claude/settings.local.json": "claude",
+                    ".gemini/settings.json": "gemini", ".codex/hooks.json": "codex",
+                    ".cursor/hooks.json": "cursor"}
+
+
+def _ours(settings: dict, agent: str) -> dict[str, list]:
+    """rewind's own entries in a settings dict: event -> groups (or flat handlers)."""
+    found: dict[str, list] = {}
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return found
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            continue
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                mine = [h for h in group["hooks"] if _is_ours(h, agent)]
+                if mine:
+                    found.setdefault(event, []).append(dict(group, hooks=mine))
+            elif _is_ours(group, agent):
+                found.setdefault(event, []).append(group)
+    return found
+
+
+def keep_ours(rel_path: str, current: bytes | None, target: bytes | None) -> bytes | None:
+    """What a restore writes at an agent's settings file so that recording goes on: the
+    target's content with rewind's own hook entries, as the current file has them, kept.
+    None when the current file holds none (or either side is not a JSON object): restored
+    as it is."""
+    agent = PROJECT_SETTINGS.get(rel_path)
+    if agent is None or current is None:
+        return None
+    try:
+        now = json.loads(current)
+        then = json.loads(target) if target is not None and target.strip() else {}
+    except ValueError:
+        return None
+    if not isinstance(now, dict) or not isinstance(then, dict):
+        return None
+    ours = _ours(now, agent)
+    if not ours:
+        return None
+    merged = _strip(then, agent)
+    hooks = merged.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        return None
+    for event, groups in ours.items():
+        existing = hooks.get(event)
+        hooks[event] = (existing if isinstance(existing, list) else []) + groups
+    return (json.dumps(merged, indent=2) + "\n").encode()
