@@ -247,6 +247,8 @@ _MIGRATIONS = [
     ALTER TABLE windows ADD COLUMN hook_pids TEXT;
     ALTER TABLE changes ADD COLUMN restored TEXT;
     CREATE TABLE damaged (oid TEXT PRIMARY KEY, problem TEXT NOT NULL, found_ns INTEGER NOT NULL);
+    ALTER TABLE checkpoints ADD COLUMN hidden_ns INTEGER;
+    ALTER TABLE checkpoints ADD COLUMN hidden_why TEXT;
     """,
 ]
 
@@ -342,14 +344,19 @@ class Catalog:
         self.db.execute("UPDATE checkpoints SET stats=? WHERE project_id=? AND number=?",
                         (json.dumps(stats, sort_keys=True), project_id, number))
 
-    def checkpoint(self, project_id: int, number: int) -> Checkpoint | None:
+    # A hidden checkpoint (retention.py: past the retention, or dropped by a shortened
+    # setting) has left the listings but not the store yet: the readers below skip it
+    # unless asked; gc's roots, next_after and the retention itself see it.
+    def checkpoint(self, project_id: int, number: int, hidden: bool = False) -> Checkpoint | None:
         row = self.db.execute(f"SELECT {','.join(_CP_COLS)} FROM checkpoints "
-                              "WHERE project_id=? AND number=?", (project_id, number)).fetchone()
+                              "WHERE project_id=? AND number=?" + ("" if hidden else " AND hidden_ns IS NULL"),
+                              (project_id, number)).fetchone()
         return _row_to_checkpoint(row) if row else None
 
-    def checkpoints(self, project_id: int, limit: int | None = None) -> list[Checkpoint]:
+    def checkpoints(self, project_id: int, limit: int | None = None, hidden: bool = False) -> list[Checkpoint]:
         """Newest first."""
-        sql = f"SELECT {','.join(_CP_COLS)} FROM checkpoints WHERE project_id=? ORDER BY number DESC"
+        sql = (f"SELECT {','.join(_CP_COLS)} FROM checkpoints WHERE project_id=?"
+               + ("" if hidden else " AND hidden_ns IS NULL") + " ORDER BY number DESC")
         args: tuple = (project_id,)
         if limit is not None:
             sql += " LIMIT ?"
@@ -357,12 +364,25 @@ class Catalog:
         return [_row_to_checkpoint(r) for r in self.db.execute(sql, args)]
 
     def count(self, project_id: int) -> int:
-        return self.db.execute("SELECT count(*) FROM checkpoints WHERE project_id=?",
+        return self.db.execute("SELECT count(*) FROM checkpoints WHERE project_id=? AND hidden_ns IS NULL",
                                (project_id,)).fetchone()[0]
 
-    def latest(self, project_id: int) -> Checkpoint | None:
-        got = self.checkpoints(project_id, limit=1)
+    def latest(self, project_id: int, hidden: bool = False) -> Checkpoint | None:
+        got = self.checkpoints(project_id, limit=1, hidden=hidden)
         return got[0] if got else None
+
+    def hidden(self, project_id: int) -> list[tuple[int, int, str]]:
+        """(number, hidden since, why) of the project's hidden checkpoints, newest first."""
+        return self.db.execute("SELECT number, hidden_ns, hidden_why FROM checkpoints WHERE project_id=? "
+                               "AND hidden_ns IS NOT NULL ORDER BY number DESC", (project_id,)).fetchall()
+
+    def set_hidden(self, project_id: int, hide: dict[int, tuple[int, str]], show: list[int]) -> None:
+        """Inside a transaction: hide (number -> (since, why), the first time only) or show."""
+        self.db.executemany("UPDATE checkpoints SET hidden_ns=coalesce(hidden_ns, ?), hidden_why=? "
+                            "WHERE project_id=? AND number=?",
+                            [(since, why, project_id, n) for n, (since, why) in hide.items()])
+        self.db.executemany("UPDATE checkpoints SET hidden_ns=NULL, hidden_why=NULL WHERE project_id=? "
+                            "AND number=?", [(project_id, n) for n in show])
 
     def next_after(self, project_id: int, number: int) -> Checkpoint | None:
         row = self.db.execute(f"SELECT {','.join(_CP_COLS)} FROM checkpoints WHERE project_id=? "
@@ -559,10 +579,11 @@ class Catalog:
         return out
 
     # -- retention -----------------------------------------------------------------------
-    def retention_rows(self, project_id: int) -> list[tuple[int, int, str, int | None]]:
-        """(number, created_ns, kind, restore_target) of every checkpoint, newest first."""
-        return self.db.execute("SELECT number, created_ns, kind, restore_target FROM checkpoints "
-                               "WHERE project_id=? ORDER BY number DESC", (project_id,)).fetchall()
+    def retention_rows(self, project_id: int) -> list[tuple]:
+        """(number, created_ns, kind, restore_target, hidden_ns, hidden_why) of every
+        checkpoint, hidden ones too, newest first."""
+        return self.db.execute("SELECT number, created_ns, kind, restore_target, hidden_ns, hidden_why "
+                               "FROM checkpoints WHERE project_id=? ORDER BY number DESC", (project_id,)).fetchall()
 
     def drop_checkpoints(self, project_id: int, numbers: list[int]) -> None:
         """Inside a transaction: the checkpoints and everything recorded under them."""

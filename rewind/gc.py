@@ -62,6 +62,7 @@ class GcReport:
     dry_run: bool
     started_at: str = ""
     dropped: list[dict] = field(default_factory=list)     # {project, number, reason}
+    hidden: list[dict] = field(default_factory=list)      # newly hidden: deleted by a later gc
     config_problems: list[str] = field(default_factory=list)
     rows_pruned: int = 0
     objects_kept: int = 0
@@ -388,7 +389,7 @@ def _clean_tmp(home: str, report: GcReport, dry_run: bool) -> None:
 
 
 def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress | None = None,
-        only: list[int] | None = None) -> GcReport:
+        only: list[int] | None = None, auto: bool = False) -> GcReport:
     """Drop, mark, sweep (see the module docstring). `only`: enforce the policy in these
     projects alone (the sweep is always store-wide: objects are shared)."""
     began = time.monotonic()
@@ -414,12 +415,24 @@ def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress |
                 report.config_problems.append(f"{e.message} (nothing dropped in {root})")
                 continue
             with catalog.transaction():
-                dropped = enforce(catalog, pid, settings, now, dry_run=dry_run)
+                changed = enforce(catalog, pid, settings, now, dry_run=dry_run, confirm=True,
+                                  apply_shortened=not auto)
                 if not dry_run:
-                    if catalog.state(pid)[1] < now - settings.retention_ns:
+                    # never before the oldest checkpoint still there (hidden ones too): a clock
+                    # far ahead prunes nothing a checkpoint may need
+                    rows = catalog.retention_rows(pid)
+                    oldest = min((r[1] for r in rows), default=None)
+                    before = now - settings.retention_ns if oldest is None else min(now - settings.retention_ns,
+                                                                                     oldest)
+                    if not rows and catalog.state(pid)[1] < before:
                         catalog.forget_state(pid)
-                    report.rows_pruned += catalog.prune_history(pid, now - settings.retention_ns)
-            for v in dropped:
+                    report.rows_pruned += catalog.prune_history(pid, before)
+            for v in changed:
+                if v.keep:
+                    continue
+                if v.hide:
+                    report.hidden.append({"project": root, "number": v.number, "reason": v.reason})
+                    continue
                 report.dropped.append({"project": root, "number": v.number, "reason": v.reason})
                 would_drop.add((pid, v.number))
         # the long walk first, beside the hooks: every tree the roots reach now
@@ -526,7 +539,8 @@ def due(home: str, interval_hours: float) -> bool:
         except OSError:
             pass
         return False
-    return age >= interval_hours * 3600
+    # a stamp in the future: made under a clock that was ahead; gc would never be due again
+    return age >= interval_hours * 3600 or age < -3600
 
 
 def spawn_if_due(home: str) -> bool:

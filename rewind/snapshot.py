@@ -248,7 +248,7 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
             store.discard()
             raise
         stamp = time.time_ns()
-        prev = catalog.latest(project.id)
+        prev = catalog.latest(project.id, hidden=True)
         if last_tree is None and prev is not None:
             last_tree = prev.tree
         load.cache.update(result.trees)

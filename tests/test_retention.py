@@ -179,12 +179,15 @@ def test_old_checkpoints_disappear_with_their_content(tmp_path, monkeypatch):
     for day in (20, 29, 35):
         monkeypatch.setenv("REWIND_NOW", at(day))
         capture(proj, "manual", message=f"day {day}")
-    # day 35: the checkpoints of days 0-2 are older than 30 days, dropped at this checkpoint
+    # day 35: the checkpoints of days 0-2 are older than 30 days, out of the listings at once
     assert [c.message for c in proj.catalog.checkpoints(proj.id)] == ["day 35", "day 29", "day 20"]
     from rewind.objects import digest_of
     oid = digest_of(secret)
     assert oid in objects_on_disk(os.environ["REWIND_HOME"])
+    # their content goes at a gc at least a day after rewind first saw them expired
     run_rewind("gc", cwd=root, check=0, env={"REWIND_NOW": at(35)})
+    assert oid in objects_on_disk(os.environ["REWIND_HOME"])
+    run_rewind("gc", cwd=root, check=0, env={"REWIND_NOW": at(36)})
     assert oid not in objects_on_disk(os.environ["REWIND_HOME"])
     # a command, not only a hook, drops what expires: on day 51 day 20's goes, on day 66 all
     out = run_rewind("list", "--json", cwd=root, check=0, env={"REWIND_NOW": at(51)}).stdout
@@ -194,6 +197,66 @@ def test_old_checkpoints_disappear_with_their_content(tmp_path, monkeypatch):
     err = run_rewind("show", "5", cwd=root, check=1, env={"REWIND_NOW": at(66)}).stderr
     assert "no longer exists" in err and "Traceback" not in err
     proj.close()
+
+
+def test_a_wrong_clock_never_destroys_history(tmp_path, monkeypatch):
+    """31 days ahead for one command: everything leaves the listings, nothing is deleted (not
+    even by a gc under that clock), and it all comes back with the right time. Saved 40 days
+    behind: nothing expires while the clock is earlier than the newest checkpoint."""
+    root = tmp_path / "proj"
+    write(root, "a.txt", "precious")
+    proj = project(root)
+    for day in (0, 1, 2):
+        monkeypatch.setenv("REWIND_NOW", at(day))
+        write(root, "n.txt", str(day))
+        capture(proj, "manual", message=f"day {day}")
+    proj.close()
+    ahead = {"REWIND_NOW": at(2 + 31)}
+    assert json.loads(run_rewind("list", "--json", cwd=root, check=0, env=ahead).stdout) == []
+    assert "hidden" in run_rewind("list", cwd=root, check=0, env=ahead).stderr
+    gc = json.loads(run_rewind("gc", "--json", cwd=root, check=0, env=ahead).stdout)
+    assert gc["dropped"] == [] and gc["objects_swept"] == 0
+    back = {"REWIND_NOW": at(3)}
+    assert [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0, env=back).stdout)] == [3, 2, 1]
+    run_rewind("to", "1", "--yes", cwd=root, check=0, env=back)
+    assert (root / "n.txt").read_text() == "0"
+    # a clock far behind (earlier than the newest checkpoint): nothing expires at all
+    behind = {"REWIND_NOW": at(-40)}
+    assert len(json.loads(run_rewind("list", "--json", cwd=root, check=0, env=behind).stdout)) == 4
+    run_rewind("gc", cwd=root, check=0, env=behind)
+    assert len(json.loads(run_rewind("list", "--json", cwd=root, check=0, env=back).stdout)) == 4
+
+
+def test_gc_is_due_again_after_its_stamp_was_made_under_a_clock_far_ahead(tmp_path):
+    home = os.environ["REWIND_HOME"]
+    os.makedirs(home, exist_ok=True)
+    gcmod.touch_stamp(home)
+    future = time.time() + 40 * 86400
+    os.utime(os.path.join(home, "gc.stamp"), (future, future))
+    assert gcmod.due(home, 24)
+
+
+def test_a_shortened_setting_hides_and_deletes_nothing_until_the_users_gc(tmp_path):
+    """An agent can write .rewind.toml: a shorter ring or retention hides what it would drop,
+    even from an automatic gc, and only `rewind gc` run by the user deletes it."""
+    root = tmp_path / "proj"
+    for i in range(5):
+        write(root, "a.txt", f"v{i}")
+        run_rewind("save", cwd=root, check=0)
+    write(root, ".rewind.toml", "ring_size = 2\nretention_days = 0.00001\n")
+    listed = run_rewind("list", "--json", cwd=root, check=0)
+    assert len(json.loads(listed.stdout)) <= 2 and "hidden" in listed.stderr
+    run_rewind("gc", "--auto", cwd=root, check=0)
+    (root / ".rewind.toml").unlink()                     # the person notices and takes it back
+    assert [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)] == [5, 4, 3, 2, 1]
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert (root / "a.txt").read_text() == "v0"
+    # the user's own gc applies a shortened ring
+    write(root, ".rewind.toml", "ring_size = 2\n")
+    run_rewind("gc", cwd=root, check=0)
+    (root / ".rewind.toml").unlink()
+    # the newest two, and the rewind's target (the ring is one over while it is the newest)
+    assert [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)] == [6, 5, 1]
 
 
 def test_ring_size_from_rewind_toml_is_obeyed(tmp_path):
@@ -233,6 +296,7 @@ def test_a_bad_setting_warns_and_drops_nothing(tmp_path, text):
         run_rewind("save", cwd=root, check=0)
     write(root, ".rewind.toml", "ring_size = 1\n")
     run_rewind("save", cwd=root, check=0)
+    run_rewind("gc", cwd=root, check=0)     # a shortened ring applies at the user's own gc
     write(root, ".rewind.toml", text)
     run_rewind("save", cwd=root, check=0)   # the hook path would log; a command warns
     proc = run_rewind("list", "--json", cwd=root, check=0)

@@ -35,6 +35,9 @@ def _print_report(report: gcmod.GcReport) -> None:
             render.out(f"{would}drop {_plural(len(numbers), 'checkpoint')} of {root} ({reason}): {shown}")
     if not report.dropped:
         render.out("no checkpoint is due to be dropped" if report.dry_run else "no checkpoint dropped")
+    for h in report.hidden:
+        render.out(f"{'would hide' if report.dry_run else 'hid'} checkpoint {h['number']} of {h['project']} "
+                   f"({h['reason']})")
     render.out(f"{would}free {_plural(report.objects_swept, 'object')} "
                f"({render.human_size(report.bytes_swept)}); "
                f"{'would keep' if report.dry_run else 'kept'} {_plural(report.objects_kept + report.objects_spared, 'object')} "
@@ -58,7 +61,7 @@ def gc_impl(dry_run: bool, as_json: bool, auto: bool) -> int:
     tick = None if (as_json or auto) else render.progress("gc")
     try:
         try:
-            report = gcmod.run(home, catalog, dry_run=dry_run, progress=tick)
+            report = gcmod.run(home, catalog, dry_run=dry_run, progress=tick, auto=auto)
         finally:
             if tick is not None:
                 tick.close()

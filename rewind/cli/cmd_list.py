@@ -13,7 +13,7 @@ from ..errors import NotInProject
 from ..project import open_catalog, open_project
 from ..snapshot import changes_under
 from ..views import checkpoint_json
-from .common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint, warn_hook_failures
+from .common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint, note_hidden, warn_hook_failures
 
 # what a reader must notice, in the order badges are shown
 BADGES = (("bash", "bash", "yellow"), ("external", "external", "magenta"),
@@ -63,6 +63,7 @@ def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bo
             for cp in project.catalog.checkpoints(project.id, limit=n):
                 rows.append((root, cp, changes_under(project, cp)))
             warn_hook_failures(project)         # on stderr: --json stays clean
+            note_hidden(project)
         finally:
             project.close()
     if all_projects:

@@ -123,6 +123,12 @@ def resolve_checkpoint(project: Project, spec):
     if kind == "n":
         cp = project.catalog.checkpoint(project.id, n)
         if cp is None:
+            hidden = {num: why for num, _, why in project.catalog.hidden(project.id)}
+            if n in hidden:
+                raise CheckpointNotFound(
+                    f"checkpoint {n} of {project.root} no longer exists in the listings: {hidden[n]}",
+                    hint="its content stays in the store until a gc a day after it expired; a clock set "
+                         "right again, or a longer retention, brings it back")
             newest = project.catalog.latest(project.id)
             oldest = project.catalog.checkpoints(project.id)[-1] if newest else None
             if newest and n < oldest.number or (not newest and n < _next_number(project)):
@@ -182,3 +188,11 @@ def warn_hook_failures(project: Project) -> None:
         render.err(f"warning: {len(failed)} hook call(s) could not record since the newest checkpoint "
                    f"(last: {render.safe(last.get('event'))}, {render.safe(last.get('error'))}); "
                    "`rewind doctor` says more")
+
+
+def note_hidden(project: Project) -> None:
+    """Checkpoints that left the listings but not the store yet, said (on stderr)."""
+    hidden = project.catalog.hidden(project.id)
+    if hidden:
+        numbers = ", ".join(str(n) for n, _, _ in hidden[:8]) + (" …" if len(hidden) > 8 else "")
+        render.err(f"note: {len(hidden)} checkpoint(s) hidden ({numbers}): {render.safe(hidden[0][2])}")
