@@ -9,6 +9,8 @@ Known keys:
   watch           start the file watcher with an agent session (default true; REWIND_WATCH=0|1
                   overrides it)
   watch_idle_minutes  a background watcher exits after this long without a hook (default 30)
+  allow_roots     directories that may be projects although rewind refuses them by default
+                  (/, the home directory itself, system directories); the user's file only
 """
 
 from __future__ import annotations
@@ -105,6 +107,19 @@ def _read(path: str) -> dict | None:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
 
 
+def allowed_roots() -> list[str]:
+    """`allow_roots` from the user's own config.toml (never from a project's file, which an
+    agent can write); unreadable or malformed: none."""
+    try:
+        data = _read(user_config_path()) or {}
+    except ConfigError:
+        return []
+    roots = data.get("allow_roots", [])
+    if not isinstance(roots, list):
+        return []
+    return [os.path.realpath(os.path.expanduser(r)) for r in roots if isinstance(r, str) and r]
+
+
 def load(project_root: str | None) -> Settings:
     """The settings for a project (or the user's alone). Raises ConfigError on a bad file."""
     values: dict = {}
@@ -118,6 +133,10 @@ def load(project_root: str | None) -> Settings:
             continue
         sources.append(path)
         for key, value in data.items():
+            if key == "allow_roots":
+                if path != paths[0]:
+                    unknown.append(f"{path}: {key} (read from the user's config.toml only)")
+                continue
             check = _CHECKS.get(key)
             if check is None:
                 unknown.append(f"{path}: {key}")

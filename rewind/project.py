@@ -111,6 +111,26 @@ def open_catalog() -> tuple[str, Catalog]:
     return home, Catalog(home)
 
 
+SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/dev", "/proc",
+                "/sys", "/run")                       # these and everything below them
+SYSTEM_DIRS = ("/", "/var", "/opt", "/srv", "/tmp", "/home", "/root", "/mnt", "/media")   # these alone
+
+
+def refused_root(root: str) -> str | None:
+    """Why `root` cannot be a project unless the user's config allows it (`allow_roots`): a
+    payload's cwd, or a command run in the wrong place, must not make the whole filesystem,
+    /etc (and its shadow file) or the home directory itself a project."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    if root in SYSTEM_DIRS or any(root == t or root.startswith(t + "/") for t in SYSTEM_TREES):
+        why = "a system directory"
+    elif root == home:
+        why = "your home directory itself"
+    else:
+        return None
+    from .config import allowed_roots
+    return None if root in allowed_roots() else why
+
+
 def open_project(root: str, create: bool) -> Project:
     home, catalog = open_catalog()
     own = os.path.realpath(home)
@@ -118,6 +138,12 @@ def open_project(root: str, create: bool) -> Project:
         catalog.close()
         raise RewindError(f"{root} is inside rewind's own data directory ({own}); it cannot be a project",
                           hint="run rewind in your project's directory, or pass --project DIR")
+    why = refused_root(root) if create and catalog.project_id(root, create=False) is None else None
+    if why:
+        catalog.close()
+        raise RewindError(f"{root} is {why}: rewind does not take it as a project",
+                          hint="run rewind in your project's directory, or add it to allow_roots in "
+                               "rewind's config.toml")
     pid = catalog.project_id(root, create=create)
     if pid is None:
         catalog.close()

@@ -46,6 +46,9 @@ def project_root(ev: Event, catalog) -> tuple[str | None, bool]:
     if root == "/" or root == home or home.startswith(root.rstrip("/") + "/") or \
             root.startswith(home + "/"):
         return None, False  # never the whole filesystem, nor a tree holding rewind's own store
+    from .project import refused_root
+    if refused_root(root) and catalog.project_id(root, create=False) is None:
+        return None, False  # a system directory or the home directory itself: not unless allowed
     return root, False
 
 

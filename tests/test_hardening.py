@@ -584,3 +584,25 @@ def test_a_hook_that_could_not_record_shows_until_the_next_checkpoint(tmp_path):
     assert hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": "three"}, root).returncode == 0
     assert "could not record" not in run_rewind("list", cwd=root, check=0).stderr
     assert json.loads(run_rewind("status", "--json", cwd=root, check=0).stdout)["hook_failures"] == []
+
+
+def test_system_directories_and_the_home_directory_are_no_projects_unless_allowed(tmp_path):
+    base = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "p"}
+    for cwd in ("/etc", "/usr/lib", "/"):
+        r = subprocess.run([*REWIND, "hook", "claude"], input=json.dumps({**base, "cwd": cwd}), text=True,
+                           capture_output=True, cwd="/", timeout=60, env={**os.environ, "CLAUDE_PROJECT_DIR": cwd})
+        assert r.returncode == 0 and r.stdout == ""
+    projects = json.loads(run_rewind("status", "--all", "--json", cwd=tmp_path, check=0).stdout)["projects"]
+    assert projects == []
+    home = os.path.realpath(os.environ["HOME"])
+    write(home, "notes.txt", "x")
+    r = run_rewind("save", cwd=home)
+    assert r.returncode == 1 and "home directory itself" in r.stderr and "allow_roots" in r.stderr
+    cfg = os.path.join(os.environ["REWIND_HOME"], "config", "config.toml")
+    os.makedirs(os.path.dirname(cfg), exist_ok=True)
+    with open(cfg, "w") as f:
+        f.write(f'allow_roots = ["{home}"]\n')
+    run_rewind("save", cwd=home, check=0)
+    # a project's own .rewind.toml cannot allow anything
+    write(tmp_path / "p", ".rewind.toml", 'allow_roots = ["/etc"]\n')
+    assert "user's config.toml only" in run_rewind("save", cwd=tmp_path / "p", check=0).stderr
