@@ -606,3 +606,30 @@ def test_system_directories_and_the_home_directory_are_no_projects_unless_allowe
     # a project's own .rewind.toml cannot allow anything
     write(tmp_path / "p", ".rewind.toml", 'allow_roots = ["/etc"]\n')
     assert "user's config.toml only" in run_rewind("save", cwd=tmp_path / "p", check=0).stderr
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_catalog_is_named_and_doctor_still_runs(tmp_path, damage):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    run_rewind("save", cwd=root, check=0)
+    cat = os.path.join(os.environ["REWIND_HOME"], "catalog.sqlite")
+    for extra in ("-wal", "-shm"):
+        if os.path.exists(cat + extra):
+            os.unlink(cat + extra)
+    if damage == "garbage":
+        with open(cat, "wb") as f:
+            f.write(b"this is not a database at all" * 200)
+    else:
+        with open(cat, "r+b") as f:
+            f.seek(100)
+            f.write(os.urandom(4096))
+    for args in (["list"], ["save"], ["to", "1", "--yes"], ["status"]):
+        r = run_rewind(*args, cwd=root)
+        assert r.returncode in (1, 2) and "Traceback" not in r.stderr and "internal error" not in r.stderr, (args, r)
+        assert "catalog" in r.stderr, (args, r.stderr)
+    d = run_rewind("doctor", cwd=root)
+    assert d.returncode == 1 and "damaged" in d.stdout and "Traceback" not in d.stderr, d
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": str(root), "prompt": "p"}
+    assert hook(payload, root).returncode == 0
+    assert (root / "a.txt").read_text() == "a"

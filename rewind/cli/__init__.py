@@ -55,6 +55,27 @@ def _environment_error(e: Exception) -> str | None:
     return known[e.errno] + (f": {e.filename}" if e.filename else "")
 
 
+def _catalog_error(e: Exception) -> str | None:
+    """A catalog SQLite cannot read (damaged pages, a file that is not a database, text that
+    is not UTF-8): named, with what to do, not an internal error."""
+    import sqlite3
+    text = str(e)
+    if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.IntegrityError) and (
+            "malformed" in text or "not a database" in text or "decode" in text or "corrupt" in text
+            or "disk I/O" in text):
+        pass
+    elif isinstance(e, UnicodeDecodeError):
+        pass
+    else:
+        return None
+    from ..constants import CATALOG_NAME
+    from .. import locations
+    path = f"{locations.data_dir()}/{CATALOG_NAME}"
+    return (f"the catalog {path} is damaged ({text.splitlines()[0][:120]}); the objects beside it are not "
+            "touched (`rewind doctor` checks the rest; a catalog moved aside starts afresh: its "
+            "checkpoints' content stays in objects/ and `rewind verify` finds none missing)")
+
+
 def _run(args: list[str]) -> int:
     import typer
     try:  # typer >= 0.2x carries its own copy of click
@@ -95,6 +116,11 @@ def _run(args: list[str]) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # the one place a surprise is caught: one line, details in the log
+        damaged = _catalog_error(e)
+        if damaged:
+            log(f"rewind {' '.join(args)}: {damaged}", e)
+            render.err(f"error: {damaged}")
+            return 1
         plain = _environment_error(e)
         if plain:
             render.err(f"error: {plain}; nothing was half-written (the store keeps only complete objects)")
