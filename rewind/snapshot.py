@@ -521,6 +521,9 @@ def changes_under(project: Project, cp: Checkpoint, current: ScanResult | None =
     remembers the damage), and every other command goes on."""
     if project.catalog.next_after(project.id, cp.number) is not None:
         return project.catalog.changes(project.id, cp.number) or []
+    if not os.path.isdir(project.root):
+        cp.stats = dict(cp.stats, changes_unknown="the project's directory is gone (moved?)")
+        return []
     try:
         return live_changes(project, cp, current)[0]
     except CorruptObject as e:

@@ -633,3 +633,23 @@ def test_a_damaged_catalog_is_named_and_doctor_still_runs(tmp_path, damage):
     payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": str(root), "prompt": "p"}
     assert hook(payload, root).returncode == 0
     assert (root / "a.txt").read_text() == "a"
+
+
+def test_a_moved_project_points_to_its_history_and_a_path_below_a_new_symlink_restores(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "dir/file.txt", "v1")
+    run_rewind("save", cwd=root, check=0)
+    # a directory that became a symlink since: a path below it is still the project's
+    os.rename(root / "dir", root / "elsewhere")
+    os.symlink("elsewhere", root / "dir")
+    run_rewind("to", "1", "--yes", "--", "dir/file.txt", cwd=root, check=0)
+    assert not (root / "dir").is_symlink() and (root / "dir/file.txt").read_text() == "v1"
+    assert (root / "elsewhere/file.txt").read_text() == "v1"          # never written through
+    # moved: the new place has no history, and says where it is
+    moved = tmp_path / "new-home" / "proj"
+    moved.parent.mkdir()
+    os.rename(root, moved)
+    out = run_rewind("list", cwd=moved, check=0).stdout
+    assert "no checkpoints yet" in out and str(root) in out and "--project" in out
+    listed = json.loads(run_rewind("list", "--project", root, "--json", cwd=moved, check=0).stdout)
+    assert [c["id"] for c in listed][-1] == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from collections import Counter
 from typing import Optional
 
@@ -35,6 +37,20 @@ def badges(changes: list[ChangeRow]) -> list[tuple[str, str]]:
     sources = {c.source for c in changes}
     flags = {f for c in changes for f in c.flags}
     return [(label, style) for key, label, style in BADGES if key in sources or key in flags]
+
+
+def moved_hint(root: str) -> None:
+    """A project moved elsewhere keeps its history under its old path: say where."""
+    _, catalog = open_catalog()
+    try:
+        gone = [(r, catalog.count(pid)) for pid, r in catalog.projects()
+                if r != root and not os.path.isdir(r) and catalog.count(pid)]
+    finally:
+        catalog.close()
+    same = [g for g in gone if os.path.basename(g[0]) == os.path.basename(root)] or gone[:3]
+    for old, n in same:
+        render.out(f"note: {n} checkpoint(s) of {render.display_path(old)}, a directory that is gone: if this "
+                   f"project was moved from there, `rewind list --project {render.display_path(old)}` shows them")
 
 
 def describe(cp: Checkpoint) -> str:
@@ -77,6 +93,8 @@ def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bo
     if not rows:
         render.out("no checkpoints yet. `rewind save` takes one; `rewind hooks install claude` "
                    "takes one at every prompt.")
+        if not all_projects:
+            moved_hint(roots[0] if roots else os.path.realpath(project_dir or os.getcwd()))
         return
     if render.fancy():
         from rich.table import Table

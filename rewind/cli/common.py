@@ -62,7 +62,16 @@ def project_for(project_dir: str | None, create: bool = False) -> Project:
     """The project named by --project, else the one containing the current directory."""
     if project_dir is not None:
         if not os.path.isdir(project_dir):
-            raise RewindError(f"--project {project_dir!r} is not a directory")
+            # a project whose directory is gone (moved away) can still be looked at
+            _, catalog = open_catalog()
+            gone = os.path.abspath(project_dir)
+            known = catalog.project_id(gone, create=False)
+            catalog.close()
+            if not known:
+                raise RewindError(f"--project {project_dir!r} is not a directory")
+            project = open_project(gone, create=False)
+            apply_retention(project)
+            return project
         real = os.path.realpath(project_dir)
         _, catalog = open_catalog()
         root = real if catalog.project_id(real, create=False) else resolve_root(real)
@@ -160,8 +169,14 @@ def project_paths(project: Project, paths: list[str] | None) -> list[str] | None
         return None
     out = []
     cwd = os.getcwd()
+    root = project.root.rstrip("/")
     for p in paths:
         absolute = os.path.normpath(os.path.join(cwd, p))
+        if absolute == root or absolute.startswith(root + "/"):
+            # inside the project as written: a directory that became a symlink since is a
+            # path of the tree all the same (the restore puts the directory back)
+            out.append(absolute[len(root) + 1:] if absolute != root else "")
+            continue
         parent, base = os.path.split(absolute)
         real = os.path.join(os.path.realpath(parent), base) if base else os.path.realpath(parent)
         if real == project.root:
