@@ -63,6 +63,7 @@ class GcReport:
     started_at: str = ""
     dropped: list[dict] = field(default_factory=list)     # {project, number, reason}
     hidden: list[dict] = field(default_factory=list)      # newly hidden: deleted by a later gc
+    held: str | None = None                               # why nothing was swept
     config_problems: list[str] = field(default_factory=list)
     rows_pruned: int = 0
     objects_kept: int = 0
@@ -435,6 +436,14 @@ def run(home: str, catalog: Catalog, dry_run: bool = False, progress: Progress |
                     continue
                 report.dropped.append({"project": root, "number": v.number, "reason": v.reason})
                 would_drop.add((pid, v.number))
+        lost = catalog.any_lost()
+        if lost:
+            # checkpoints the catalog lost (a deleted WAL) may be brought back from a backup of
+            # it: none of their content is swept until the user decides (`gc --forget-lost`)
+            report.held = (f"{len(lost)} project(s) lost their newest checkpoints from the catalog "
+                           "(catalog.sqlite-wal deleted?): nothing is swept until `rewind gc --forget-lost`")
+            report.seconds = round(time.monotonic() - began, 3)
+            return report
         # the long walk first, beside the hooks: every tree the roots reach now
         roots = catalog.roots()
         if would_drop:

@@ -653,3 +653,39 @@ def test_a_moved_project_points_to_its_history_and_a_path_below_a_new_symlink_re
     assert "no checkpoints yet" in out and str(root) in out and "--project" in out
     listed = json.loads(run_rewind("list", "--project", root, "--json", cwd=moved, check=0).stdout)
     assert [c["id"] for c in listed][-1] == 1
+
+
+def test_a_deleted_wal_is_detected_and_no_number_is_reused_nor_content_swept(tmp_path):
+    import shutil as sh
+    import sqlite3
+    from rewind.objects import digest_of
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    run_rewind("save", cwd=root, check=0)                      # 1, in the catalog file itself
+    cat = os.path.join(os.environ["REWIND_HOME"], "catalog.sqlite")
+    hold = sqlite3.connect(cat)                                # keeps 2 and 3 in the WAL
+    hold.execute("SELECT count(*) FROM meta").fetchall()
+    secret = b"only checkpoint 2 holds this " + os.urandom(8)
+    write(root, "b.txt", secret)
+    run_rewind("save", cwd=root, check=0)                      # 2
+    (root / "b.txt").unlink()
+    run_rewind("save", cwd=root, check=0)                      # 3
+    sh.copy(cat, str(tmp_path / "without-wal"))
+    hold.close()
+    sh.copy(str(tmp_path / "without-wal"), cat)                # as if catalog.sqlite-wal was deleted
+    for extra in ("-wal", "-shm"):
+        if os.path.exists(cat + extra):
+            os.unlink(cat + extra)
+    listed = run_rewind("list", "--json", cwd=root, check=0)
+    assert [c["id"] for c in json.loads(listed.stdout)] == [1]
+    assert "checkpoints 2–3 of" in listed.stderr and "missing" in listed.stderr, listed.stderr
+    run_rewind("save", cwd=root, check=0)
+    assert json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)[0]["id"] == 4   # never 2 again
+    assert run_rewind("doctor", cwd=root).returncode == 1
+    oid = digest_of(secret)
+    path = os.path.join(os.environ["REWIND_HOME"], "objects", oid[:2], oid[2:])
+    gc = run_rewind("gc", cwd=root, check=0)
+    assert os.path.exists(path) and "forget-lost" in gc.stderr
+    run_rewind("gc", "--forget-lost", cwd=root, check=0)
+    assert not os.path.exists(path)
+    assert "missing" not in run_rewind("list", cwd=root, check=0).stderr

@@ -126,11 +126,21 @@ def _store(project) -> list[dict]:
 def _failures(project) -> list[dict]:
     from ..log import log_path
     from .common import hook_failures
+    lost = project.catalog.lost(project.id)
+    out = []
+    if lost:
+        out.append(_finding("fail", f"checkpoints {lost['first']}–{lost['last']} are missing from the catalog (its "
+                                    "newest commits were lost: catalog.sqlite-wal deleted?); gc sweeps nothing "
+                                    "meanwhile",
+                            "put a backup of catalog.sqlite-wal back beside the catalog to recover them, or "
+                            "`rewind gc --forget-lost` to give them up"))
     failed = hook_failures(project)
+    if out and not failed:
+        return out
     if not failed:
         return [_finding("ok", "every hook call since the newest checkpoint recorded")]
     last = failed[-1]
-    return [_finding("fail", f"{len(failed)} hook call(s) could not record since the newest checkpoint; last: "
+    return out + [_finding("fail", f"{len(failed)} hook call(s) could not record since the newest checkpoint; last: "
                              f"{render.safe(last.get('event'))} ({render.age_ns(last['ns'])}): "
                              f"{render.safe(last.get('error'))}",
                      f"the log says why: {log_path()}; this clears at the next checkpoint")]

@@ -33,6 +33,8 @@ def _print_report(report: gcmod.GcReport) -> None:
             numbers.sort()
             shown = ", ".join(map(str, numbers[:12])) + (" …" if len(numbers) > 12 else "")
             render.out(f"{would}drop {_plural(len(numbers), 'checkpoint')} of {root} ({reason}): {shown}")
+    if report.held:
+        render.err(f"note: {report.held}")
     if not report.dropped:
         render.out("no checkpoint is due to be dropped" if report.dry_run else "no checkpoint dropped")
     for h in report.hidden:
@@ -140,8 +142,19 @@ def register(app: typer.Typer) -> None:
     @app.command("gc")
     def gc_cmd(dry_run: bool = typer.Option(False, "--dry-run", help="Print what would go; delete nothing."),
                as_json: bool = typer.Option(False, "--json", help="The report as JSON on stdout."),
-               auto: bool = typer.Option(False, "--auto", hidden=True)):
+               auto: bool = typer.Option(False, "--auto", hidden=True),
+               forget_lost: bool = typer.Option(False, "--forget-lost",
+                                                help="Checkpoints the catalog lost (a deleted catalog.sqlite-wal) "
+                                                     "are given up: their content may be swept.")):
         """Drop checkpoints past the ring and the retention, then delete content nothing needs."""
+        if forget_lost:
+            from ..project import open_catalog
+            _, catalog = open_catalog()
+            try:
+                n = catalog.forget_lost()
+            finally:
+                catalog.close()
+            render.err(f"gave up the lost checkpoints of {n} project(s)" if n else "no lost checkpoints to give up")
         raise typer.Exit(gc_impl(dry_run, as_json, auto))
 
     @app.command("forget")

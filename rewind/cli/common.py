@@ -86,8 +86,20 @@ def project_for(project_dir: str | None, create: bool = False) -> Project:
         catalog.close()
     project = open_project(root, create=create)
     report_recovery(project)
+    report_lost(project)
     apply_retention(project)
     return project
+
+
+def report_lost(project: Project) -> None:
+    """Checkpoints the catalog lost (its newest commits: a deleted catalog.sqlite-wal), said
+    at every command until the user decides; their numbers are never handed out again."""
+    lost = project.catalog.check_lost(project.id)
+    if lost:
+        render.err(f"warning: checkpoints {lost['first']}–{lost['last']} of {project.root} are missing from the "
+                   "catalog (its newest commits were lost: catalog.sqlite-wal deleted?). Their content stays in "
+                   "the store; put a backup of the catalog's -wal back to recover them, or `rewind gc "
+                   "--forget-lost` to give them up")
 
 
 def project_settings(project: Project):
