@@ -689,3 +689,35 @@ def test_a_deleted_wal_is_detected_and_no_number_is_reused_nor_content_swept(tmp
     run_rewind("gc", "--forget-lost", cwd=root, check=0)
     assert not os.path.exists(path)
     assert "missing" not in run_rewind("list", cwd=root, check=0).stderr
+
+
+def _immutable(path, on: bool) -> bool:
+    """chattr +i: a directory nobody may write in, root included (as a read-only directory is
+    for a user who is not root)."""
+    return subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("chattr"), reason="needs root and chattr")
+def test_a_directory_it_may_not_write_stops_a_restore_with_the_state_said(tmp_path):
+    """A restore that can never finish (a directory it may not write, as a read-only one is
+    for a user who is not root): the message says how far it got and what brings the tree
+    back, and that does."""
+    root = tmp_path / "proj"
+    write(root, "a/one.txt", "v1")
+    write(root, "b/two.txt", "v1")
+    run_rewind("save", cwd=root, check=0)
+    write(root, "a/one.txt", "v2")
+    write(root, "b/two.txt", "v2")
+    run_rewind("save", cwd=root, check=0)
+    if not _immutable(root / "b", True):
+        pytest.skip("this filesystem has no immutable attribute")
+    try:
+        r = run_rewind("to", "1", "--yes", cwd=root)
+    finally:
+        _immutable(root / "b", False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "stopped after 1 of 2 steps" in r.stderr and "rewind to 3" in r.stderr, r.stderr
+    assert (root / "a/one.txt").read_text() == "v1" and (root / "b/two.txt").read_text() == "v2"
+    assert not [n for n in os.listdir(root / "b") if n.startswith(".rewind-tmp-")]
+    run_rewind("to", "3", "--yes", cwd=root, check=0)           # back as it was
+    assert (root / "a/one.txt").read_text() == "v2"
