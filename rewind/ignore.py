@@ -36,16 +36,31 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not bloc
 # rewind's own temporary names, exactly: a restore's `.rewind-tmp-<safety>.<n>`, a hook's
 # cookie `.rewind-tmp-cookie-<pid>-<ns>` and window marker `.rewind-tmp-cookie-open-<id>-<pid>-<ns>`.
 # A person's `.rewind-tmp-notes` is theirs, captured and restored like any file.
-_OWN_TMP = re.compile(r"\.rewind-tmp-(?:\d+\.\d+|cookie-(?:(?:open|close)-[\d,]+-)?\d+-\d+)")
+# Matched by hand, not by a regex: compiling one costs every hook more than all its matches.
+def _number(text: str, commas: bool = False) -> bool:
+    return bool(text) and text.isascii() and (text.isdigit() or (commas and text.replace(",", "").isdigit()))
 
 
 def is_own_tmp(name: str) -> bool:
-    return name.startswith(TMP_PREFIX) and _OWN_TMP.fullmatch(name) is not None
+    if not name.startswith(TMP_PREFIX):
+        return False
+    rest = name[len(TMP_PREFIX):]
+    before, dot, after = rest.partition(".")
+    if dot:
+        return _number(before) and _number(after)
+    if not rest.startswith("cookie-"):
+        return False
+    parts = rest[len("cookie-"):].split("-")
+    if parts[0] in ("open", "close"):
+        if len(parts) != 4 or not _number(parts[1], commas=True):
+            return False
+        parts = parts[2:]
+    return len(parts) == 2 and _number(parts[0]) and _number(parts[1])
 
 
 def is_always_ignored(name: str) -> bool:
     """``.git`` and rewind's own temporary files are ignored whatever the rules say."""
-    return name in ALWAYS_IGNORED_NAMES or is_own_tmp(name)
+    return name in ALWAYS_IGNORED_NAMES or (name.startswith(TMP_PREFIX) and is_own_tmp(name))
 
 
 _CLASSES = {  # [:name:] with git's ASCII-only ctype, as (lo, hi) ranges
@@ -314,7 +329,8 @@ class IgnoreRules:
     def is_ignored(self, rel_path: str, is_dir: bool) -> bool:
         """Whether rel_path (an entry of the directory these rules are for) is ignored."""
         name = rel_path[rel_path.rfind("/") + 1 :]
-        if name in ALWAYS_IGNORED_NAMES or is_own_tmp(name) or rel_path in self._own:
+        if name in ALWAYS_IGNORED_NAMES or (name.startswith(TMP_PREFIX) and is_own_tmp(name)) \
+                or (self._own and rel_path in self._own):       # inline: a call per entry costs
             return True
         for negated, pos, names, name_re, path_re, dnames, dname_re, dpath_re in self._runs:
             if (name in names or (name_re is not None and name_re(name))

@@ -233,7 +233,8 @@ class _Scanner:
             return Entry(LARGE, perm, "", st.st_size)
         c = self.cache.get(rel_path)
         if (c is not None and c[0] == FILE and c[1] == st.st_size and c[2] == st.st_mtime_ns
-                and c[3] == st.st_ctime_ns and c[4] == st.st_ino and c[5] == perm and c[6] not in self.damaged):
+                and c[3] == st.st_ctime_ns and c[4] == st.st_ino and c[5] == perm
+                and not (self.damaged and c[6] in self.damaged)):
             self.seen.add(rel_path)
             return Entry(FILE, perm, c[6], st.st_size)
         got = self._read(dfd, name, rel_path)
