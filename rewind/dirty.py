@@ -7,7 +7,7 @@ import os
 import time
 from .record import dataclass
 
-from . import watcher
+from .constants import COOKIE_PREFIX
 from .ignore import exclude_signature
 from .project import Project
 
@@ -28,7 +28,7 @@ class ScanPlan:
 def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
     """Create a cookie and wait until the watcher wrote it back: every event before it is
     then in the catalog. Returns the seq the watcher had reached, or None."""
-    name = f"{watcher.COOKIE_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
+    name = f"{COOKIE_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
     path = os.path.join(project.root, name)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -66,7 +66,7 @@ def mark(project: Project, what: str) -> None:
     row = project.catalog.watcher(project.id)
     if row is None or row["stopped_ns"] is not None:
         return
-    path = os.path.join(project.root, f"{watcher.COOKIE_PREFIX}{what}-{os.getpid()}-{time.monotonic_ns()}")
+    path = os.path.join(project.root, f"{COOKIE_PREFIX}{what}-{os.getpid()}-{time.monotonic_ns()}")
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
     except OSError:
@@ -92,6 +92,7 @@ def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
     def full(reason: str) -> ScanPlan:
         return ScanPlan(False, reason, {}, cat.last_event_seq(project.id), None)
 
+    from . import watcher       # only with a watcher row: a hook without one never loads it
     why = watcher.healthy(row)
     if why is None and watcher.running(project.home, cat, project.id) is None:
         why = "the watcher is not running"

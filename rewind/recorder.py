@@ -20,7 +20,13 @@ from .ignore import IgnoreRules
 from .lock import store_lock
 from .objects import Store, digest_of
 from .project import Project, open_catalog, resolve_root
-from .snapshot import record
+
+
+def record(*args, **kw):
+    """snapshot.record, imported when a scan is due: an edit tool's hooks never scan, and
+    the scan's modules (and the watcher's, through dirty) are most of a hook's imports."""
+    from .snapshot import record as scan_and_record
+    return scan_and_record(*args, **kw)
 
 SCAN_LOCK_TIMEOUT = 60.0
 
@@ -100,9 +106,9 @@ def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
 
 def _ensure_watcher(project: Project, settings) -> str:
     """Start the project's watcher in the background unless one runs or it is turned off."""
-    from . import watcher
     if settings is None or not settings.watch:
         return "watcher off"
+    from . import watcher
     if watcher.running(project.home, project.catalog, project.id) is not None:
         return "watcher running"
     watcher.start_background(project.root, settings.watch_idle_minutes)

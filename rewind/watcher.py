@@ -26,10 +26,10 @@ import time
 
 from . import locations
 from .catalog import Catalog
+from .constants import COOKIE_PREFIX   # shared with the hooks' side (dirty.py), which must not load this
 from .ignore import IgnoreRules, exclude_signature, is_always_ignored
 from .lock import try_lock
 
-COOKIE_PREFIX = ".rewind-tmp-cookie-"
 IGNORE_FILES = (".gitignore", ".rewindignore")
 HEARTBEAT_S = 1.0
 STALE_S = 5.0                    # a heartbeat older than this: the watcher is gone
