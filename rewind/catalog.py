@@ -594,10 +594,14 @@ class Catalog:
                                (agent, session_id)).fetchone()
 
     def open_windows(self, project_id: int) -> list[dict]:
+        """The windows that may explain what the next scan finds: open ones, and those closed
+        after the last scan *began* (a long scan, the watcher's first one above all, may
+        have listed a directory before a tool wrote there, and ended after it closed)."""
         cols = ("id", "agent", "session_id", "agent_id", "tool_use_id", "tool", "kind", "command",
                 "target", "opened_ns", "closed_ns", "post_oid", "failed")
         rows = self.db.execute(f"SELECT {','.join(cols)} FROM windows WHERE project_id=? AND "
-                               "(closed_ns IS NULL OR closed_ns >= (SELECT coalesce(max(last_scan_ns), 0) "
+                               "(closed_ns IS NULL OR closed_ns >= (SELECT coalesce(max(CASE WHEN scan_start_ns > 0 "
+                               "THEN min(scan_start_ns, last_scan_ns) ELSE last_scan_ns END), 0) "
                                "FROM project_state WHERE project_id=?))", (project_id, project_id))
         out = []
         for r in rows:

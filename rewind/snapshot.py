@@ -75,13 +75,15 @@ def _shell_source(shells: list[dict]) -> tuple | None:
     return None
 
 
-def _default_source(project: Project, windows: list[dict], since_ns: int) -> tuple:
+def _default_source(project: Project, windows: list[dict], since_ns: int, since_start: int | None = None) -> tuple:
     """(source, tool, command, session_id, flags) for a change the watcher did not place in
     time: the shell windows open across the segment (opened by its start, not closed before
-    it began: a window is closed right before the scan that ends its segment), else outside
-    every window."""
+    the scan that began it started: that scan may have read a directory before the command
+    wrote there, and a window is closed right before the scan that ends its segment), else
+    outside every window."""
+    closed_after = since_ns if since_start is None else min(since_ns, since_start)
     shell = _shell_source([w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= since_ns
-                           and (w["closed_ns"] is None or w["closed_ns"] > since_ns)])
+                           and (w["closed_ns"] is None or w["closed_ns"] > closed_after)])
     if shell is not None:
         return shell
     if project.catalog.has_sessions(project.id):
@@ -131,7 +133,7 @@ def _source_at(project: Project, windows: list[dict], row: ChangeRow, ts: int, w
 
 def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
                       forced: tuple | None = None,
-                      events: dict[str, tuple] | None = None) -> None:
+                      events: dict[str, tuple] | None = None, since_start: int | None = None) -> None:
     """Give each change of one segment its source (see the module docstring). With the
     watcher's `events`, each change is placed in time against the tool windows."""
     if forced is not None:
@@ -139,7 +141,7 @@ def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
             r.source, r.tool, r.command, r.session_id = forced
         return
     windows = project.catalog.open_windows(project.id)
-    default = _default_source(project, windows, since_ns)
+    default = _default_source(project, windows, since_ns, since_start)
     anyone = (("external" if project.catalog.has_sessions(project.id) else "unknown"),
               None, None, None, []) if events is not None else None
     edits: dict[str, list[dict]] = {}
@@ -268,7 +270,7 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                 segment = change_rows(list(diff_trees(load, last_tree, result.root)))
             except CorruptObject:
                 segment = []       # the last scan's tree is damaged: what changed since is unknown
-            attribute_segment(project, segment, last_ns, forced, plan.events)
+            attribute_segment(project, segment, last_ns, forced, plan.events, state.get("scan_start_ns") or None)
         segment += extra or []
         cp = None
         if kind is not None:
@@ -484,7 +486,8 @@ def live_changes(project: Project, cp: Checkpoint,
     if last_tree is not None and last_tree != result.root:
         recent = {path for path, _, _ in diff_trees(load, last_tree, result.root)}
         pending = [r for r in rows if r.path in recent]
-        attribute_segment(project, pending, last_ns)
+        attribute_segment(project, pending, last_ns,
+                          since_start=project.catalog.scan_state(project.id).get("scan_start_ns") or None)
     else:
         recent = set()
     obs = project.catalog.observations(project.id, cp.number)

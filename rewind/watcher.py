@@ -164,6 +164,8 @@ class Watcher:
         self.closed: set[int] = set()            # windows a close marker took out
         self.exclude = exclude_signature(root)   # .git/info/exclude as the rules read it
         self.windows_lock = threading.RLock()    # markers (observer thread) and refreshes (main)
+        self.windows_loaded = False              # load_windows() has run
+        self.watching_since = time.time_ns()
         self.flush_lock = threading.Lock()       # a batch is taken and committed as one step
         self._local = threading.local()          # one catalog connection per thread
         self._catalogs: list[Catalog] = []
@@ -200,7 +202,23 @@ class Watcher:
         with self.lock:
             self.pending.append(("", "r", now, None))
 
+    def load_windows(self) -> None:
+        """Once, before the first event is placed: every shell window open when the watches
+        went in, closed since or not (a hook may have opened one, and the command run,
+        before this watcher could see the open marker; its close marker comes later in the
+        stream and takes it out there). Until then a window's changes would go untagged."""
+        with self.windows_lock:
+            if self.windows_loaded:
+                return
+            rows = self.catalog.db.execute(
+                "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' "
+                "AND (closed_ns IS NULL OR closed_ns >= ?)", (self.project_id, self.watching_since)).fetchall()
+            self.commands.update([r for r in rows if r[0] not in self.closed], set())
+            self.windows_loaded = True
+
     def on_event(self, event) -> None:
+        if not self.windows_loaded:
+            self.load_windows()
         now = time.time_ns()
         kinds = []
         etype = event.event_type
@@ -368,13 +386,14 @@ class Watcher:
 
         self.register(self.catalog)
         started = time.time_ns()
-        self.refresh_windows()                   # the shell windows open already
+        self.watching_since = started            # before the watches: windows open from here are loaded
         observer = Observer()
         observer.start()
         try:
             observer.schedule(Handler(), self.root, recursive=True, event_filter=[
                 FileCreatedEvent, FileDeletedEvent, FileModifiedEvent, FileMovedEvent, FileClosedEvent,
                 DirCreatedEvent, DirDeletedEvent, DirModifiedEvent, DirMovedEvent, *attrib])
+            self.load_windows()                  # (if no event came first)
             ready = time.time_ns()
             self.heartbeat(self.catalog, ready_ns=ready)
             self._baseline()

@@ -492,3 +492,64 @@ def test_an_edited_git_info_exclude_is_noticed(tmp_path):
     assert (root / "secret/keys.txt").read_text() == "precious"
     _, st = state(root)
     assert st["fallback"] == ".git/info/exclude changed", st
+
+
+def test_a_window_opened_while_the_watcher_was_starting_is_known_from_its_first_event(tmp_path):
+    """A watcher started by SessionStart may put its watches in just after a hook wrote a
+    window's open marker (missed) and the command ran: its first events must already be
+    placed in that window, closed since or not."""
+    from watchdog.events import FileCreatedEvent, FileDeletedEvent
+    from rewind.watcher import Watcher
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    proj = project(root)
+    w = Watcher(os.environ["REWIND_HOME"], str(root), proj.id, background=False, idle_s=None)
+    w.watching_since = time.time_ns()              # the watches go in here
+    try:
+        with proj.catalog.transaction():
+            still_open = proj.catalog.db.execute(
+                "INSERT INTO windows(project_id, agent, session_id, tool, kind, command, opened_ns)"
+                " VALUES (?, 'codex', 's', 'Bash', 'bash', 'rm -r build', ?)", (proj.id, time.time_ns())).lastrowid
+            closed_since = proj.catalog.db.execute(
+                "INSERT INTO windows(project_id, agent, session_id, tool, kind, command, opened_ns, closed_ns)"
+                " VALUES (?, 'codex', 's', 'Bash', 'bash', 'echo x > y', ?, ?)",
+                (proj.id, time.time_ns(), time.time_ns())).lastrowid
+    finally:
+        proj.close()
+    w.on_event(FileDeletedEvent(str(root / "a.txt")))
+    assert w.pending[-1][3] == f"w:{still_open},{closed_since}", w.pending
+    w.marker(f"close-{closed_since}-1-1", "marker")
+    w.on_event(FileCreatedEvent(str(root / "b.txt")))
+    assert w.pending[-1][3] == f"w:{still_open}"
+
+
+def test_a_tool_that_wrote_during_a_long_scan_behind_it_is_still_the_tools(tmp_path):
+    """The watcher's first scan of a big tree (or any long scan) lists a directory, then an
+    edit tool writes there and its window closes while the scan goes on: the scan misses
+    the file, the next one finds it, and the tool's closed window must still explain it
+    (a segment counts windows closed after the scan before it *began*)."""
+    from rewind.snapshot import record
+    root = tmp_path / "proj"
+    write(root, "a_docs/readme.md", "docs")
+    for i in range(700):                                   # walked after a_docs/
+        write(root, f"z/f{i}.txt", str(i))
+    env = {"REWIND_WATCH": "0"}
+    hook(payload("UserPromptSubmit", root), root, **env)     # checkpoint 1
+    pre, post = tool_pair(root, "Write", file_path=str(root / "a_docs/new.md"), content="new\n")
+    done = []
+
+    def meanwhile(phase, n, total):
+        if n >= 512 and not done:                          # a_docs/ is listed already
+            done.append(1)
+            hook(pre, root, **env)
+            (root / "a_docs/new.md").write_text("new\n")
+            hook(post, root, **env)
+    proj = project(root)
+    try:
+        record(proj, None, full=True, progress=meanwhile, lock_timeout=60)
+    finally:
+        proj.close()
+    assert done
+    hook(payload("UserPromptSubmit", root), root, **env)     # checkpoint 2
+    got = changes(root, 1)
+    assert got["a_docs/new.md"]["source"] == "tool" and got["a_docs/new.md"]["tool"] == "Write", got
