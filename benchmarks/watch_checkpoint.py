@@ -63,7 +63,8 @@ def main() -> int:
                        check=True, stdout=subprocess.DEVNULL)
         print(f"generated {args.files} files in {time.perf_counter() - t:.0f} s", flush=True)
         sys.path.insert(0, str(REPO))
-        from rewind.replay import bundled_session, fill
+        from rewind.cli.replay import bundled_session
+        from rewind.cli.replay import fill
         session = bundled_session()
         ups = fill(next(p for p in session if p["hook_event_name"] == "UserPromptSubmit"), str(tree), "bench",
                    str(work / "cc"))

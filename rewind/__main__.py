@@ -1,3 +1,3 @@
-from .cli import main
+from rewind.cli import main
 
 main()

@@ -16,11 +16,11 @@ Known keys:
 from __future__ import annotations
 
 import os
-from .record import dataclass
+from rewind.structs import dataclass
 
-from . import locations
-from .constants import RETENTION_DAYS, RING_SIZE
-from .errors import RewindError
+from rewind import locations
+from rewind.constants import RETENTION_DAYS, RING_SIZE
+from rewind.errors import RewindError
 
 PROJECT_FILE = ".rewind.toml"
 USER_FILE = "config.toml"
@@ -89,7 +89,7 @@ MAX_CONFIG = 64 * 1024
 
 
 def _read(path: str) -> dict | None:
-    from .fsutil import NotRegular, TooLarge, read_small
+    from rewind.fsutil import NotRegular, TooLarge, read_small
     try:
         raw = read_small(path, MAX_CONFIG)
     except FileNotFoundError:
@@ -157,6 +157,6 @@ def load_quietly(project_root: str | None) -> Settings | None:
     try:
         return load(project_root)
     except ConfigError as e:
-        from .log import log
+        from rewind.log import log
         log(f"config: {e.message}; nothing is dropped until it is fixed")
         return None

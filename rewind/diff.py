@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from .catalog import ChangeRow
-from .tree import DIR, LARGE, LINK, Entry, Tree
+from rewind.catalog.db import ChangeRow
+from rewind.store.tree import DIR
+from rewind.store.tree import LARGE
+from rewind.store.tree import LINK
+from rewind.store.tree import Entry
+from rewind.store.tree import Tree
 
 Load = Callable[[str], Tree]
 

@@ -17,9 +17,9 @@ import os
 import time
 from contextlib import contextmanager
 
-from .constants import LOCKS_DIR
-from .errors import StoreLocked
-from .fsutil import ensure_private_dir
+from rewind.constants import LOCKS_DIR
+from rewind.errors import StoreLocked
+from rewind.fsutil import ensure_private_dir
 
 
 def _open(home: str, name: str) -> int:

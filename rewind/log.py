@@ -6,8 +6,8 @@ import os
 import sys
 import time
 
-from . import __version__, locations
-from .constants import LOG_NAME
+from rewind import __version__, locations
+from rewind.constants import LOG_NAME
 
 _MAX = 5 * 1024 * 1024
 
@@ -20,7 +20,7 @@ def log(message: str, exc: BaseException | None = None) -> str | None:
     """Append a line (and a traceback) to the log. Never raises; returns the log's path."""
     try:
         path = log_path()
-        from .fsutil import ensure_private_dir
+        from rewind.fsutil import ensure_private_dir
         ensure_private_dir(os.path.dirname(path))   # each missing parent 0700, whatever the umask
         try:
             if os.lstat(path).st_size > _MAX:

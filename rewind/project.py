@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from .record import dataclass
+from rewind.structs import dataclass
 
-from . import locations
-from .catalog import Catalog
-from .errors import NotInProject, RewindError
-from .objects import Store
+from rewind import locations
+from rewind.catalog.db import Catalog
+from rewind.errors import NotInProject, RewindError
+from rewind.store.objects import Store
 
 
 def git_toplevel(path: str) -> str | None:
@@ -34,7 +34,7 @@ MAX_PACKED_REFS = 64 * 1024 * 1024
 
 
 def _git_text(path: str, limit: int = MAX_GIT_FILE) -> str:
-    from .fsutil import read_small
+    from rewind.fsutil import read_small
     return read_small(path, limit).decode("utf-8", "replace")
 
 
@@ -99,7 +99,7 @@ class Project:
         a catalog that cannot take it must not turn a read into a failure)."""
         if self.store.found_damaged:
             try:
-                from .clock import now_ns
+                from rewind.clock import now_ns
                 self.catalog.note_damaged(self.store.found_damaged, now_ns())
             except Exception:
                 pass
@@ -127,7 +127,7 @@ def refused_root(root: str) -> str | None:
         why = "your home directory itself"
     else:
         return None
-    from .config import allowed_roots
+    from rewind.config import allowed_roots
     return None if root in allowed_roots() else why
 
 

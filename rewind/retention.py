@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from collections import namedtuple
 
-from .config import Settings
-from .record import dataclass
+from rewind.config import Settings
+from rewind.structs import dataclass
 
 CheckpointAge = namedtuple("CheckpointAge", "number created_ns kind restore_target hidden_ns",
                            defaults=(None,))

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     global PATHS
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["hook"]:
-        from ..hooks.entry import run_hook
+        from rewind.hooks.entry import run_hook
         return run_hook(args[1:])
     PATHS = None
     if "--" in args:
@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _gc_if_due() -> None:
     try:
-        from ..hooks.entry import gc_if_due
+        from rewind.hooks.entry import gc_if_due
         gc_if_due()
     except Exception as e:  # housekeeping never fails a command
-        from ..log import log
+        from rewind.log import log
         log("could not start gc", e)
 
 
@@ -68,8 +68,8 @@ def _catalog_error(e: Exception) -> str | None:
         pass
     else:
         return None
-    from ..constants import CATALOG_NAME
-    from .. import locations
+    from rewind.constants import CATALOG_NAME
+    from rewind import locations
     path = f"{locations.data_dir()}/{CATALOG_NAME}"
     return (f"the catalog {path} is damaged ({text.splitlines()[0][:120]}); the objects beside it are not "
             "touched (`rewind doctor` checks the rest; a catalog moved aside starts afresh: its "
@@ -83,15 +83,15 @@ def _run(args: list[str]) -> int:
     except ImportError:  # pragma: no cover - older typer on top of click
         from click import exceptions as click
 
-    from .. import render
-    from ..errors import RewindError
-    from ..log import log
+    from rewind.cli import render
+    from rewind.errors import RewindError
+    from rewind.log import log
     try:
         import os
         if os.environ.get("_REWIND_COMPLETE"):     # the shell asks for completions
             from typer.completion import completion_init
             completion_init()
-        from .app import build
+        from rewind.cli.app import build
         command = build()
         rv = command.main(args=args, prog_name="rewind", standalone_mode=False)
         return rv if isinstance(rv, int) else 0

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from .. import __version__, render
+from rewind import __version__
+from rewind.cli import render
 
 
 def _version(value: bool):
@@ -34,13 +35,13 @@ def build():
         if ctx.invoked_subcommand is None:
             import sys
             if sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("REWIND_NO_PICKER"):
-                from .cmd_pick import pick_impl
+                from rewind.cli.cmd_pick import pick_impl
                 pick_impl(None)
                 return
-            from .cmd_list import list_checkpoints
+            from rewind.cli.cmd_list import list_checkpoints
             list_checkpoints(None, False, False, 20)
 
-    from . import (cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_pick, cmd_gc, cmd_hooks, cmd_list, cmd_restore, cmd_store,
+    from rewind.cli import (cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_pick, cmd_gc, cmd_hooks, cmd_list, cmd_restore, cmd_store,
                    cmd_watch)
     for module in (cmd_list, cmd_diff, cmd_restore, cmd_store, cmd_gc, cmd_watch, cmd_export, cmd_doctor,
                    cmd_pick, cmd_hooks, cmd_demo):

@@ -9,7 +9,7 @@ import tempfile
 
 import typer
 
-from .. import render
+from rewind.cli import render
 
 
 SETUP = {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nlevel = 1\n",
@@ -17,7 +17,10 @@ SETUP = {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nle
 
 
 def demo_impl() -> None:
-    from ..replay import bundled_session, fill, hook_in_process, replay
+    from rewind.cli.replay import bundled_session
+    from rewind.cli.replay import fill
+    from rewind.cli.replay import hook_in_process
+    from rewind.cli.replay import replay
     base = tempfile.mkdtemp(prefix="rewind-demo-")
     project = os.path.join(base, "project")
     home = os.path.join(base, "store")

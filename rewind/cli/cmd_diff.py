@@ -8,13 +8,17 @@ from typing import Optional
 
 import typer
 
-from .. import render
-from ..diff import change_rows, diff_trees, path_filter
-from ..errors import CorruptObject, RewindError
-from ..snapshot import TreeLoader, changes_under, working_scan
-from ..tree import LARGE, LINK, Entry
-from . import PATHS_REF
-from .common import IdSpec, complete_id, parse_id, project_for, project_paths, resolve_checkpoint
+from rewind.cli import render
+from rewind.diff import change_rows, diff_trees, path_filter
+from rewind.errors import CorruptObject, RewindError
+from rewind.capture.snapshot import TreeLoader
+from rewind.capture.snapshot import changes_under
+from rewind.capture.snapshot import working_scan
+from rewind.store.tree import LARGE
+from rewind.store.tree import LINK
+from rewind.store.tree import Entry
+from rewind.cli import PATHS_REF
+from rewind.cli.common import IdSpec, complete_id, parse_id, project_for, project_paths, resolve_checkpoint
 
 
 def _content(project, entry: Entry | None, path: str, from_disk: bool) -> bytes | None:

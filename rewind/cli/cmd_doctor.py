@@ -11,7 +11,8 @@ from typing import Optional
 
 import typer
 
-from .. import __version__, render
+from rewind import __version__
+from rewind.cli import render
 
 
 def _finding(level: str, what: str, fix: str | None = None) -> dict:
@@ -20,8 +21,8 @@ def _finding(level: str, what: str, fix: str | None = None) -> dict:
 
 def _hooks(root: str) -> list[dict]:
     import importlib
-    from ..hooks import ADAPTERS
-    from ..hooks import install as installer
+    from rewind.hooks import ADAPTERS
+    from rewind.hooks import install as installer
     out, any_installed = [], False
     for agent, module in sorted(ADAPTERS.items()):
         mod = importlib.import_module(module)
@@ -44,7 +45,8 @@ def _hooks(root: str) -> list[dict]:
 
 
 def _watcher(project) -> list[dict]:
-    from .. import config, watcher
+    from rewind import config
+    from rewind.watch import watcher
     settings = config.load_quietly(project.root)
     row = project.catalog.watcher(project.id)
     live = watcher.running(project.home, project.catalog, project.id)
@@ -76,8 +78,8 @@ def _inotify(project) -> list[dict]:
             limit = int(f.read())
     except (OSError, ValueError):
         return []
-    from ..snapshot import TreeLoader
-    from ..tree import DIR
+    from rewind.capture.snapshot import TreeLoader
+    from rewind.store.tree import DIR
     cp = project.catalog.latest(project.id)
     if cp is None:
         return []
@@ -97,7 +99,7 @@ def _inotify(project) -> list[dict]:
 
 
 def _store(project) -> list[dict]:
-    from ..check import verify
+    from rewind.history.verify import verify
     out = []
     ok = project.catalog.db.execute("PRAGMA quick_check").fetchone()[0]
     out.append(_finding("ok" if ok == "ok" else "fail", f"catalog: {ok}",
@@ -117,15 +119,15 @@ def _store(project) -> list[dict]:
     level = "fail" if usage.free < 200 * 2**20 else "warn" if usage.free < 2 * 2**30 or free < 0.05 else "ok"
     out.append(_finding(level, f"disk: {render.human_size(usage.free)} free where the store is ({project.home})",
                         None if level == "ok" else "free some space, or `rewind gc` / lower ring_size"))
-    from ..restore import _journal_path
+    from rewind.history.restore import _journal_path
     if os.path.exists(_journal_path(project)):
         out.append(_finding("warn", "a restore was interrupted", "any rewind command reports it and the way back"))
     return out
 
 
 def _failures(project) -> list[dict]:
-    from ..log import log_path
-    from .common import hook_failures
+    from rewind.log import log_path
+    from rewind.cli.common import hook_failures
     lost = project.catalog.lost(project.id)
     out = []
     if lost:
@@ -147,7 +149,7 @@ def _failures(project) -> list[dict]:
 
 
 def _config(root: str) -> list[dict]:
-    from .. import config
+    from rewind import config
     try:
         s = config.load(root)
     except config.ConfigError as e:
@@ -158,8 +160,8 @@ def _config(root: str) -> list[dict]:
 
 
 def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
-    from ..errors import NotInProject
-    from .common import project_for
+    from rewind.errors import NotInProject
+    from rewind.cli.common import project_for
     findings = [_finding("ok", f"rewind {__version__}, Python {platform.python_version()} ({sys.executable}), "
                                f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}")]
     try:
@@ -170,7 +172,7 @@ def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
         findings.append(_finding("warn", f"no checkpoints yet for {root}",
                                  "the next prompt to an agent with rewind's hooks takes one; `rewind save` takes one now"))
     except Exception as e:           # a damaged catalog: the rest is still worth checking
-        from . import _catalog_error
+        from rewind.cli import _catalog_error
         damaged = _catalog_error(e)
         if damaged is None:
             raise

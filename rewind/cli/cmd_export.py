@@ -6,8 +6,8 @@ from typing import Optional
 
 import typer
 
-from .. import render
-from .common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint
+from rewind.cli import render
+from rewind.cli.common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint
 
 
 def register(app: typer.Typer) -> None:
@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
                    project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
                    as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):
         """Write checkpoint ID as a git commit under refs/rewind/ID (HEAD, index and branches untouched)."""
-        from ..export import export
+        from rewind.history.export import export
         proj = project_for(project)
         try:
             cp = resolve_checkpoint(proj, checkpoint)

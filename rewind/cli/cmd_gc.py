@@ -8,10 +8,10 @@ from typing import Optional
 
 import typer
 
-from .. import gc as gcmod
-from .. import render
-from ..errors import Refused, RewindError
-from ..project import open_catalog
+from rewind.history import gc as gcmod
+from rewind.cli import render
+from rewind.errors import Refused, RewindError
+from rewind.project import open_catalog
 
 
 def _plural(n: int, word: str) -> str:
@@ -74,7 +74,7 @@ def gc_impl(dry_run: bool, as_json: bool, auto: bool) -> int:
     finally:
         catalog.close()
     if auto:
-        from ..log import log
+        from rewind.log import log
         log(f"gc (auto): dropped {len(report.dropped)} checkpoints, freed {report.objects_swept} objects "
             f"({report.bytes_swept} bytes) in {report.seconds} s")
         return 0
@@ -93,7 +93,7 @@ def _known_root(catalog, project_dir: str) -> tuple[int, str]:
         if pid is not None:
             return pid, root
     if os.path.isdir(project_dir):
-        from ..project import find_project
+        from rewind.project import find_project
         root = find_project(project_dir, catalog)
         pid = catalog.project_id(root, create=False)
         if pid is not None:
@@ -114,8 +114,8 @@ def forget_impl(project_dir: Optional[str], yes: bool, as_json: bool) -> int:
             if not typer.confirm(f"Forget all {count} checkpoints of {root}? Their content is deleted "
                                  f"from the store and cannot be restored", default=False):
                 raise typer.Abort()
-        from ..lock import project_lock
-        from ..watcher import stop as stop_watcher
+        from rewind.lock import project_lock
+        from rewind.watch.watcher import stop as stop_watcher
         stop_watcher(home, catalog, pid, wait_s=5.0)
         with project_lock(home, pid, what=f"the project {root}"):
             with catalog.transaction():
@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
                                                      "are given up: their content may be swept.")):
         """Drop checkpoints past the ring and the retention, then delete content nothing needs."""
         if forget_lost:
-            from ..project import open_catalog
+            from rewind.project import open_catalog
             _, catalog = open_catalog()
             try:
                 n = catalog.forget_lost()

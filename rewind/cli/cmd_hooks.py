@@ -7,10 +7,10 @@ from typing import Optional
 
 import typer
 
-from .. import render
-from ..errors import UsageError
-from ..hooks import ADAPTERS
-from ..hooks import install as installer
+from rewind.cli import render
+from rewind.errors import UsageError
+from rewind.hooks import ADAPTERS
+from rewind.hooks import install as installer
 
 
 def _adapter(agent: str):
@@ -21,7 +21,7 @@ def _adapter(agent: str):
 
 def _root(project_dir: Optional[str]) -> str:
     import os
-    from ..project import resolve_root
+    from rewind.project import resolve_root
     return resolve_root(project_dir or os.getcwd())
 
 
@@ -99,5 +99,5 @@ def register(app: typer.Typer) -> None:
     @app.command("hook", hidden=False)
     def hook_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP + ", generic")):
         """Run by the agent with its hook payload on stdin. Always exits 0, prints nothing."""
-        from ..hooks.entry import run_hook
+        from rewind.hooks.entry import run_hook
         raise typer.Exit(run_hook([agent]))

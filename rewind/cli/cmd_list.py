@@ -9,13 +9,14 @@ from typing import Optional
 
 import typer
 
-from .. import render
-from ..catalog import ChangeRow, Checkpoint
-from ..errors import NotInProject
-from ..project import open_catalog, open_project
-from ..snapshot import changes_under
-from ..views import checkpoint_json
-from .common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint, note_hidden, warn_hook_failures
+from rewind.cli import render
+from rewind.catalog.db import ChangeRow
+from rewind.catalog.db import Checkpoint
+from rewind.errors import NotInProject
+from rewind.project import open_catalog, open_project
+from rewind.capture.snapshot import changes_under
+from rewind.cli.json_shapes import checkpoint_json
+from rewind.cli.common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint, note_hidden, warn_hook_failures
 
 # what a reader must notice, in the order badges are shown
 BADGES = (("bash", "bash", "yellow"), ("external", "external", "magenta"),

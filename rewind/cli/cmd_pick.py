@@ -7,14 +7,14 @@ from typing import Optional
 
 import typer
 
-from ..errors import RewindError
-from .common import project_for
+from rewind.errors import RewindError
+from rewind.cli.common import project_for
 
 
 def pick_impl(project_dir: Optional[str]) -> None:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise RewindError("the picker needs a terminal", hint="`rewind list` prints the checkpoints")
-    from .picker import pick
+    from rewind.cli.picker import pick
     project = project_for(project_dir)
     try:
         pick(project)

@@ -7,14 +7,18 @@ from typing import Optional
 
 import typer
 
-from .. import render
-from ..catalog import ChangeRow
-from ..errors import Refused, RewindError
-from ..restore import RestorePlan, plan_for_display, restore, undo
-from ..snapshot import changes_under, working_scan
-from . import PATHS_REF
-from .cmd_list import describe
-from .common import IdSpec, complete_id, parse_id, project_for, project_paths, resolve_checkpoint
+from rewind.cli import render
+from rewind.catalog.db import ChangeRow
+from rewind.errors import Refused, RewindError
+from rewind.history.restore import RestorePlan
+from rewind.history.restore import plan_for_display
+from rewind.history.restore import restore
+from rewind.history.restore import undo
+from rewind.capture.snapshot import changes_under
+from rewind.capture.snapshot import working_scan
+from rewind.cli import PATHS_REF
+from rewind.cli.cmd_list import describe
+from rewind.cli.common import IdSpec, complete_id, parse_id, project_for, project_paths, resolve_checkpoint
 
 AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint
 
@@ -45,7 +49,7 @@ def who(row: ChangeRow | None) -> str:
     if row is None:
         return "unknown"
     if row.source == "rewind" and row.restored:
-        from .cmd_list import restored_text
+        from rewind.cli.cmd_list import restored_text
         return f"rewind ({restored_text(row.restored)})"
     if row.source == "bash" and row.command:
         return f"bash ({render.short(row.command, 40)})"
@@ -77,8 +81,8 @@ def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str
             render.out(f"  {len(linked)} of them are hard links: each gets a new file, which breaks the link "
                        "(other names of the same file keep what they hold now): "
                        + ", ".join(render.display_path(p) for p in linked[:5]) + (" …" if len(linked) > 5 else ""))
-    from ..restore import file_mode
-    from ..tree import FILE
+    from rewind.history.restore import file_mode
+    from rewind.store.tree import FILE
     unsafe = [op.path for op in plan.ops if op.action in ("write", "chmod") and op.entry is not None
               and op.entry.kind == FILE and file_mode(op.entry.mode) != op.entry.mode]
     if unsafe:
@@ -116,7 +120,7 @@ def confirm(yes: bool, question: str) -> None:
 
 
 def _fork(target, dry_run: bool, root: str) -> None:
-    from ..conversation import fork
+    from rewind.history.conversation import fork
     new_id, path = fork(target, dry_run=dry_run)
     if dry_run:
         render.out(f"Would write a conversation that ends before checkpoint {target.number}'s prompt: {path}")
@@ -190,7 +194,7 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
             _fork(target, dry_run, project.root)
             return
         if conversation:
-            from ..conversation import fork
+            from rewind.history.conversation import fork
             fork(target, dry_run=True)       # refuse before touching the tree if it cannot fork
         paths = project_paths(project, PATHS_REF())
         scope = f" (only {', '.join(p or '.' for p in paths)})" if paths else ""
@@ -267,7 +271,7 @@ def register(app: typer.Typer) -> None:
         """Make the tree equal to checkpoint ID again (only some paths with `-- PATH...`).
         A safety checkpoint of the current tree is taken first."""
         if conversation and conversation_only:
-            from ..errors import UsageError
+            from rewind.errors import UsageError
             raise UsageError("--conversation and --conversation-only go alone")
         to_impl(checkpoint, yes, dry_run, project, "only" if conversation_only else ("yes" if conversation else ""))
 

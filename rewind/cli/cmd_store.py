@@ -7,13 +7,14 @@ from typing import Optional
 
 import typer
 
-from .. import render
-from ..check import damaged_checkpoints, verify
-from ..errors import RewindError
-from ..project import open_catalog, open_project
-from ..snapshot import capture
-from .cmd_watch import print_watcher, watcher_view
-from .common import project_for, project_settings, report_recovery
+from rewind.cli import render
+from rewind.history.verify import damaged_checkpoints
+from rewind.history.verify import verify
+from rewind.errors import RewindError
+from rewind.project import open_catalog, open_project
+from rewind.capture.snapshot import capture
+from rewind.cli.cmd_watch import print_watcher, watcher_view
+from rewind.cli.common import project_for, project_settings, report_recovery
 
 
 def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
@@ -21,7 +22,7 @@ def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
     try:
         tick = render.progress("save")
         try:
-            from ..text import unbroken
+            from rewind.text import unbroken
             cp, result = capture(project, "manual", message=unbroken(message) if message else message,
                                  full=True, progress=tick)
         finally:
@@ -49,8 +50,8 @@ def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool,
     if drop_damaged and project_dir is None:
         project_dir = project_for(None).root
     home, catalog = open_catalog()
-    from ..lock import store_lock
-    from ..objects import Store
+    from rewind.lock import store_lock
+    from rewind.store.objects import Store
     store = Store(home)
     interrupted = None
     tick = None
@@ -68,7 +69,7 @@ def verify_impl(as_json: bool, project_dir: Optional[str], all_projects: bool,
         tick = None if as_json else render.progress("verify")
         with store_lock(home, what="the store (a gc is sweeping)"):   # no sweep while we look
             report = verify(catalog, store, pids, progress=tick)
-        from ..clock import now_ns
+        from rewind.clock import now_ns
         catalog.note_damaged(store.found_damaged, now_ns())     # the next scan stores them afresh
     finally:
         if tick is not None:
@@ -104,12 +105,12 @@ def _drop_damaged(report, project_dir: str, yes: bool) -> int:
     if not numbers:
         render.out("No damaged checkpoint to drop.")
         return 0 if report.ok else 1
-    from .cmd_restore import confirm
+    from rewind.cli.cmd_restore import confirm
     render.out(f"Checkpoints that cannot be given back whole: {', '.join(map(str, numbers))}.")
     confirm(yes, f"Forget these {len(numbers)} checkpoint(s)?")
     project = project_for(project_dir)
     try:
-        from ..lock import project_lock
+        from rewind.lock import project_lock
         with project_lock(project.home, project.id, timeout=30):
             with project.catalog.transaction():
                 project.catalog.drop_checkpoints(project.id, numbers)
@@ -136,7 +137,7 @@ def _project_row(catalog, pid: int, root: str, usage: dict) -> dict:
 
 
 def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -> None:
-    from .. import gc as gcmod
+    from rewind.history import gc as gcmod
     home, catalog = open_catalog()
     try:
         sizes = gcmod.object_sizes(home)
@@ -158,7 +159,7 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
         usage = gcmod.usage(home, catalog, [project.id], sizes)
         row = _project_row(catalog, project.id, project.root, usage)
         watch = watcher_view(project)
-        from .common import hook_failures
+        from rewind.cli.common import hook_failures
         failures = hook_failures(project)
         project.close()
         row["hook_failures"] = failures

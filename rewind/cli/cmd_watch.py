@@ -7,13 +7,13 @@ from typing import Optional
 
 import typer
 
-from .. import render
-from .common import project_for
+from rewind.cli import render
+from rewind.cli.common import project_for
 
 
 def watcher_view(project) -> dict:
     """The watcher's state and the scans the hooks made, for `watch --status` and `status`."""
-    from .. import watcher
+    from rewind.watch import watcher
     row = project.catalog.watcher(project.id)
     live = watcher.running(project.home, project.catalog, project.id)
     st = project.catalog.scan_state(project.id)
@@ -33,7 +33,7 @@ def watcher_view(project) -> dict:
 
 
 def _iso(ns: int | None) -> str | None:
-    from ..clock import iso
+    from rewind.clock import iso
     return iso(ns) if ns else None
 
 
@@ -59,7 +59,8 @@ def print_watcher(view: dict) -> None:
 
 def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bool, background: bool,
                idle_minutes: Optional[float]) -> int:
-    from .. import config, watcher
+    from rewind import config
+    from rewind.watch import watcher
     project = project_for(project_dir, create=not (stop or status))
     try:
         if status:
@@ -109,6 +110,6 @@ def register(app: typer.Typer) -> None:
                                                                help="Exit after this long without a hook.")):
         """Watch the project's files: exact attribution, and hooks that only look at what changed."""
         if stop and status:
-            from ..errors import UsageError
+            from rewind.errors import UsageError
             raise UsageError("--stop and --status go alone")
         raise typer.Exit(watch_impl(project, stop, status, as_json, background, idle_minutes))

@@ -9,10 +9,10 @@ from typing import NamedTuple
 
 import typer
 
-from .. import render
-from ..errors import CheckpointNotFound, RewindError
-from ..project import Project, find_project, open_catalog, open_project, resolve_root
-from ..restore import recover
+from rewind.cli import render
+from rewind.errors import CheckpointNotFound, RewindError
+from rewind.project import Project, find_project, open_catalog, open_project, resolve_root
+from rewind.history.restore import recover
 
 _ID = re.compile(r"^(?:(\d+)|last(?:~(\d+))?)$")
 
@@ -39,8 +39,8 @@ def complete_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
     """Shell completion of checkpoint ids, with each one's prompt as the description.
     Never fails: a completion that cannot be computed is simply empty."""
     try:
-        from ..catalog import Catalog
-        from .. import locations
+        from rewind.catalog.db import Catalog
+        from rewind import locations
         home = locations.data_dir()
         if not os.path.exists(os.path.join(home, "catalog.sqlite")):
             return []
@@ -104,7 +104,7 @@ def report_lost(project: Project) -> None:
 
 def project_settings(project: Project):
     """The project's settings; a bad config file is a warning (and nothing is dropped)."""
-    from .. import config
+    from rewind import config
     try:
         settings = config.load(project.root)
     except config.ConfigError as e:
@@ -117,8 +117,8 @@ def project_settings(project: Project):
 
 def apply_retention(project: Project) -> None:
     """Expired checkpoints are dropped by the next command, not only the next hook."""
-    from ..clock import now_ns
-    from ..retention import enforce
+    from rewind.clock import now_ns
+    from rewind.retention import enforce
     settings = project_settings(project)
     if settings is None:
         return
@@ -203,7 +203,7 @@ def project_paths(project: Project, paths: list[str] | None) -> list[str] | None
 
 def hook_failures(project: Project) -> list[dict]:
     """Hook calls for this project that could not record since its newest checkpoint."""
-    from ..hookfail import since
+    from rewind.hooks.failures import since
     newest = project.catalog.latest(project.id)
     return since(project.home, project.root, newest.created_ns if newest else 0)
 

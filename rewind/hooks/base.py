@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..record import dataclass, field
+from rewind.structs import dataclass
+from rewind.structs import field
 
 
 @dataclass

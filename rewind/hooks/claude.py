@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .base import Event
+from rewind.hooks.base import Event
 
 AGENT = "claude"
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})

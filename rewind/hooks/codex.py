@@ -17,8 +17,8 @@ import json
 import os
 import re
 
-from .base import Event
-from .claude import _str
+from rewind.hooks.base import Event
+from rewind.hooks.claude import _str
 
 AGENT = "codex"
 _KIND = {"SessionStart": "session_start", "UserPromptSubmit": "prompt", "PreToolUse": "pre_tool",
@@ -148,8 +148,8 @@ def _without_block(text: str) -> str:
 
 def write_trust(hooks_path: str, is_ours) -> str:
     """Put our trust block into $CODEX_HOME/config.toml (replacing an earlier one)."""
-    from ..fsutil import atomic_write
-    from .install import keep_original, through_link
+    from rewind.fsutil import atomic_write
+    from rewind.hooks.install import keep_original, through_link
     config = through_link(os.path.join(codex_home(), "config.toml"))
     try:
         with open(config, "rb") as f:
@@ -170,7 +170,7 @@ def write_trust(hooks_path: str, is_ours) -> str:
 
 
 def remove_trust() -> bool:
-    from .install import give_back, through_link
+    from rewind.hooks.install import give_back, through_link
     config = through_link(os.path.join(codex_home(), "config.toml"))
     try:
         with open(config, "rb") as f:
@@ -187,7 +187,7 @@ def remove_trust() -> bool:
 
 
 def after_install(path: str, scope: str) -> list[str]:
-    from .install import _is_ours
+    from rewind.hooks.install import _is_ours
     config = write_trust(path, lambda h: _is_ours(h, AGENT))
     notes = [f"trusted in {config} (Codex runs no hook it has not trusted)"]
     if scope == "project":

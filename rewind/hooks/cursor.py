@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 
-from .base import Event
-from .claude import _str
+from rewind.hooks.base import Event
+from rewind.hooks.claude import _str
 
 AGENT = "cursor"
 _KIND = {"sessionStart": "session_start", "beforeSubmitPrompt": "prompt",

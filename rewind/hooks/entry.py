@@ -22,19 +22,19 @@ def run_hook(args: list[str]) -> int:
         if isinstance(e, KeyboardInterrupt):
             return 0
         try:
-            from ..log import log
+            from rewind.log import log
             log(f"hook {' '.join(args)[:100]} failed: {type(e).__name__}: {e}", e)
         except BaseException:
             pass
         if _CONTEXT.get("event"):
-            from ..hookfail import note
+            from rewind.hooks.failures import note
             note(_CONTEXT.get("agent", ""), _CONTEXT["event"], _CONTEXT.get("where"), e)
     return 0
 
 
 def _run(args: list[str]) -> None:
-    from ..log import log
-    from . import ADAPTERS
+    from rewind.log import log
+    from rewind.hooks import ADAPTERS
     agent = args[0] if args else ""
     if agent not in ADAPTERS:
         log(f"hook: unknown agent {agent!r} (known: {', '.join(sorted(ADAPTERS))})")
@@ -57,7 +57,7 @@ def _run(args: list[str]) -> None:
         log(f"hook {agent}: payload is a JSON {type(payload).__name__}, not an object")
         return
     if b"\\ud" in data or b"\\uD" in data:      # perhaps a lone surrogate: SQLite takes none
-        from ..text import unbroken_json
+        from rewind.text import unbroken_json
         payload = unbroken_json(payload)
     import importlib
     adapter = importlib.import_module(ADAPTERS[agent])
@@ -67,7 +67,7 @@ def _run(args: list[str]) -> None:
     where = event.project_dir or event.cwd
     _CONTEXT.update(agent=agent, event=payload.get("hook_event_name"),
                     where=os.path.realpath(where) if isinstance(where, str) and os.path.isabs(where) else None)
-    from ..recorder import handle
+    from rewind.hooks.recorder import handle
     note = handle(event)
     if os.environ.get("REWIND_HOOK_TRACE"):
         log(f"hook {agent} {payload.get('hook_event_name')}: {note}")
@@ -77,26 +77,27 @@ def gc_if_due() -> None:
     """Once a day a hook (or a command) starts gc detached, never inside the hook's time.
     One stat when it is not due (the interval is at least an hour)."""
     import time
-    from .. import locations
+    from rewind import locations
     home = locations.data_dir()
     try:
         if time.time() - os.stat(os.path.join(home, "gc.stamp")).st_mtime < 3600:
             return
     except FileNotFoundError:
         pass
-    from ..gc import spawn_if_due
+    from rewind.history.gc import spawn_if_due
     spawn_if_due(home)
 
 
 def merge_if_due() -> None:
     """Past a number of packs, a hook starts their merge detached: one listing otherwise."""
-    from .. import locations
-    from ..objects import MERGE_AT, PACKS_DIR
+    from rewind import locations
+    from rewind.store.objects import MERGE_AT
+    from rewind.store.objects import PACKS_DIR
     home = locations.data_dir()
     try:
         if len(os.listdir(os.path.join(home, PACKS_DIR))) < MERGE_AT:
             return
     except FileNotFoundError:
         return
-    from ..gc import spawn_merge
+    from rewind.history.gc import spawn_merge
     spawn_merge(home)

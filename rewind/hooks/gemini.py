@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from .base import Event
-from .claude import _str
+from rewind.hooks.base import Event
+from rewind.hooks.claude import _str
 
 AGENT = "gemini"
 _KIND = {"SessionStart": "session_start", "BeforeAgent": "prompt", "BeforeTool": "pre_tool",

@@ -19,8 +19,8 @@ attributed to it. Without any hook, `rewind save -m "..."` takes a checkpoint by
 
 from __future__ import annotations
 
-from .base import Event
-from .claude import _str
+from rewind.hooks.base import Event
+from rewind.hooks.claude import _str
 
 AGENT = "generic"
 _KIND = {"session-start": "session_start", "prompt": "prompt", "tool-start": "pre_tool",

@@ -13,8 +13,8 @@ import re
 import shlex
 import sys
 
-from ..errors import RewindError
-from ..fsutil import atomic_write
+from rewind.errors import RewindError
+from rewind.fsutil import atomic_write
 
 MARK = " hook "
 

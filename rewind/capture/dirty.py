@@ -1,0 +1,163 @@
+"""What a scan must look at: the watcher's dirty set when its word can be taken, else the
+whole tree (and why). See watcher.py for the protocol; this is the hooks' side of it."""
+
+from __future__ import annotations
+
+import os
+import time
+from rewind.structs import dataclass
+
+from rewind.constants import COOKIE_PREFIX
+from rewind.capture.ignore import exclude_signature
+from rewind.project import Project
+
+COOKIE_TIMEOUT_S = 0.5
+ANCHOR = "r"        # an event kind that makes the next scan read everything
+MARKER_LOST = b"\0marker"   # an anchor's path: a shell window's marker could not be written
+
+
+@dataclass
+class ScanPlan:
+    quick: bool                          # True: only the dirty set; False: the whole tree
+    reason: str | None                   # why the whole tree although a watcher was expected
+    dirty: dict[str, str]                # path -> "m" | "c"
+    upto: int                            # watcher events consumed up to this seq
+    events: dict[str, tuple[str, int, str | None]] | None   # path -> (kind, time, writer)
+
+
+def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
+    """Create a cookie and wait until the watcher wrote it back: every event before it is
+    then in the catalog. Returns the seq the watcher had reached, or None."""
+    name = f"{COOKIE_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
+    path = os.path.join(project.root, name)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    os.close(fd)
+    db = project.catalog.db
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.0003
+        while True:
+            row = db.execute("SELECT seq FROM watch_cookies WHERE name=?", (name,)).fetchone()
+            if row is not None:
+                db.execute("DELETE FROM watch_cookies WHERE name=?", (name,))
+                return row[0]
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.005)
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def mark(project: Project, what: str) -> None:
+    """Put a marker into the watcher's event stream (a file created and removed at once, no
+    wait): `what` is "open-ID" or "close-ID,ID". The watcher opens or closes those shell
+    windows at exactly that point of its stream, so whether a change came before, inside or
+    after a window is read from one queue, not from the clocks of two processes, however
+    late the watcher reads. Without a running watcher there is nothing to mark. A marker
+    that cannot be written makes the next scan a full one (attribution at hook
+    granularity, which needs no marker)."""
+    row = project.catalog.watcher(project.id)
+    if row is None or row["stopped_ns"] is not None:
+        return
+    path = os.path.join(project.root, f"{COOKIE_PREFIX}{what}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError:
+        with project.catalog.transaction():
+            project.catalog.db.execute("INSERT INTO watch_events(project_id, path, kind, ts) VALUES (?,?,?,?)",
+                                       (project.id, MARKER_LOST, ANCHOR, time.time_ns()))
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
+    """Inside the project lock: how the next scan goes."""
+    cat = project.catalog
+    if force_full:
+        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
+    row = cat.watcher(project.id)
+    if row is None or row["stopped_ns"] is not None or os.environ.get("REWIND_WATCH") == "0":
+        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
+
+    def full(reason: str) -> ScanPlan:
+        return ScanPlan(False, reason, {}, cat.last_event_seq(project.id), None)
+
+    from rewind.watch import watcher  # only with a watcher row: a hook without one never loads it
+    why = watcher.healthy(row)
+    if why is None and watcher.running(project.home, cat, project.id) is None:
+        why = "the watcher is not running"
+    if why == watcher.STARTING or (why is None and (
+            not state.get("last_tree") or (state.get("scan_start_ns") or 0) < row["ready_ns"])):
+        # warming up: this full scan is the base the watcher's events build on (no fallback)
+        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
+    if why is not None:
+        return full(why)
+    last = _json(state.get("last_stats")) or {}
+    if last.get("exclude", EXCLUDE_UNKNOWN) != exclude_signature(project.root):
+        # not watched (.git/ is not), so looked at: one stat a hook
+        return full(".git/info/exclude changed")
+    if last.get("hardlinks_over"):
+        return full(f"over {MAX_HARDLINKS} files with other links (a write through another name "
+                    "makes no event here)")
+    upto = sync(project)
+    if upto is None:
+        return full(f"the watcher did not answer within {COOKIE_TIMEOUT_S:g} s")
+    # a file with other links can be written through a name outside the project, which the
+    # watcher never sees: each is looked at again, every time
+    dirty: dict[str, str] = {p: "m" for p in last.get("hardlinks", [])}
+    events: dict[str, tuple[str, int, str | None]] = {}
+    for path, kind, ts, writer in cat.events(project.id, state.get("consumed_seq") or 0, upto):
+        if kind == ANCHOR:
+            reason = ("events were lost (inotify queue overflow or watch limit)" if path == ""
+                      else "a shell window's marker could not be written" if path == "\0marker"
+                      else ".git/info/exclude changed" if path == ".git/info/exclude"
+                      else f"an ignore file changed ({path})")
+            return ScanPlan(False, reason, {}, upto, None)
+        if kind == "c" or path not in dirty:
+            dirty[path] = kind
+        events[path] = (dirty[path], ts, writer)
+    return ScanPlan(True, None, dirty, upto, events)
+
+
+MAX_HARDLINKS = 2000
+EXCLUDE_UNKNOWN = "?"
+
+
+def note_hardlinks(stats: dict, found: set[str], prev: dict | None, examined) -> None:
+    """The files with other links after a scan: those it found, and the previous scan's it
+    did not look at (`examined(path)` says whether it did; None: a full scan looked at all)."""
+    kept = set() if examined is None else {p for p in (prev or {}).get("hardlinks", []) if not examined(p)}
+    every = sorted(found | kept)
+    stats["hardlinks"] = every[:MAX_HARDLINKS]
+    if len(every) > MAX_HARDLINKS:
+        stats["hardlinks_over"] = len(every)
+
+
+def _json(text: str | None) -> dict | None:
+    import json
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def merge_stats(root: str, prev: dict | None, new: dict, listed: list[str]) -> dict:
+    """A quick scan's skip lists: the new ones for the directories it listed, the previous
+    scan's for everything it did not look at."""
+    listed_set = set(listed)
+    out = {"mode": "quick", "listed_dirs": len(listed)}
+    for key in ("large", "unreadable", "special", "changing"):
+        kept = [p for p in (prev or {}).get(key, []) if p.rpartition("/")[0] not in listed_set
+                and os.path.lexists(os.path.join(root, p))]
+        out[key] = sorted(set(kept) | set(new.get(key, [])))[:100]
+    return out

@@ -1,0 +1,342 @@
+"""Git-compatible ignore rules: .git/info/exclude, .gitignore and .rewindignore.
+
+A stdlib-only port of the matching logic in git's dir.c and wildmatch.c
+(see ``man gitignore``): comments, trailing-space trimming, ``\\`` escapes,
+``!`` negation (last match wins; deeper files beat shallower ones and
+.git/info/exclude is lowest), dir-only ``foo/``, anchoring by a leading or
+inner ``/``, ``* ? [...]`` (never matching ``/``) and ``**``.  Matching is
+case-sensitive.  ``.rewindignore`` uses the same syntax and is applied after
+the ``.gitignore`` of the same directory.
+
+Walker contract: call ``is_ignored`` for every entry of a directory with the
+rules for that directory (``for_root`` / ``for_subdir``), passing
+``is_dir=entry.is_dir(follow_symlinks=False)`` (git treats symlinks as
+non-directories), and never descend into an ignored directory.  That gives
+git's rule that a file cannot be re-included when a parent directory is
+excluded.
+
+Known differences from git: ``?`` and ``[...]`` match one code point, not one
+byte (only matters for non-ASCII names); core.excludesFile is not read;
+there is no index, so tracked files are not exempt; nested repositories are
+descended into (only entries named ``.git`` are skipped).
+"""
+import os
+import re
+
+__all__ = ["ALWAYS_IGNORED_NAMES", "TMP_PREFIX", "IgnoreRules", "exclude_signature", "is_always_ignored"]
+
+ALWAYS_IGNORED_NAMES = frozenset({".git"})
+TMP_PREFIX = ".rewind-tmp-"
+_IGNORE_FILES = (".gitignore", ".rewindignore")
+_SPECIAL = re.compile(r"[*?\[\\]")  # git's is_glob_special()
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block
+
+
+# rewind's own temporary names, exactly: a restore's `.rewind-tmp-<safety>.<n>`, a hook's
+# cookie `.rewind-tmp-cookie-<pid>-<ns>` and window marker `.rewind-tmp-cookie-open-<id>-<pid>-<ns>`.
+# A person's `.rewind-tmp-notes` is theirs, captured and restored like any file.
+# Matched by hand, not by a regex: compiling one costs every hook more than all its matches.
+def _number(text: str, commas: bool = False) -> bool:
+    return bool(text) and text.isascii() and (text.isdigit() or (commas and text.replace(",", "").isdigit()))
+
+
+def is_own_tmp(name: str) -> bool:
+    if not name.startswith(TMP_PREFIX):
+        return False
+    rest = name[len(TMP_PREFIX):]
+    before, dot, after = rest.partition(".")
+    if dot:
+        return _number(before) and _number(after)
+    if not rest.startswith("cookie-"):
+        return False
+    parts = rest[len("cookie-"):].split("-")
+    if parts[0] in ("open", "close"):
+        if len(parts) != 4 or not _number(parts[1], commas=True):
+            return False
+        parts = parts[2:]
+    return len(parts) == 2 and _number(parts[0]) and _number(parts[1])
+
+
+def is_always_ignored(name: str) -> bool:
+    """``.git`` and rewind's own temporary files are ignored whatever the rules say."""
+    return name in ALWAYS_IGNORED_NAMES or (name.startswith(TMP_PREFIX) and is_own_tmp(name))
+
+
+_CLASSES = {  # [:name:] with git's ASCII-only ctype, as (lo, hi) ranges
+    name: [(lo, hi or lo) for lo, hi in re.findall(r"(.)(?:-(.))?", spec, re.S)]
+    for name, spec in {
+        "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "blank": " \t", "cntrl": "\x00-\x1f\x7f",
+        "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~", "punct": "!-/:-@[-`{-~",
+        "space": "\t\n\r ", "upper": "A-Z", "xdigit": "0-9A-Fa-f",
+    }.items()
+}
+
+
+def _bracket(pat, i, pathname):
+    """Translate the ``[...]`` starting at pat[i]; return (regex, next index) or None
+    when git would abort the match (unterminated set, unknown class)."""
+    n, items, prev = len(pat), [], None
+    i += 1
+    negated = i < n and pat[i] in "!^"
+    if negated:
+        i += 1
+    if i >= n:
+        return None
+    c = pat[i]
+    while True:  # a direct port of wildmatch's do { ... } while (... != ']')
+        if c == "\\":
+            i += 1
+            if i >= n:
+                return None
+            c = pat[i]
+            items.append((c, c))
+        elif c == "-" and prev is not None and i + 1 < n and pat[i + 1] != "]":
+            i += 1
+            c = pat[i]
+            if c == "\\":
+                i += 1
+                if i >= n:
+                    return None
+                c = pat[i]
+            items.append((prev, c))
+            c = None
+        elif c == "[" and pat.startswith(":", i + 1):
+            j = pat.find("]", i + 2)
+            if j < 0:
+                return None
+            if j - i - 3 < 0 or pat[j - 1] != ":":
+                items.append(("[", "["))  # not a class: a literal '['
+            else:
+                cls = _CLASSES.get(pat[i + 2 : j - 1])
+                if cls is None:
+                    return None
+                items.extend(cls)
+                i, c = j, None
+        else:
+            items.append((c, c))
+        prev = c
+        i += 1
+        if i >= n:
+            return None
+        c = pat[i]
+        if c == "]":
+            break
+    body = "".join("\\U%08x" % ord(lo) + ("" if lo == hi else "-\\U%08x" % ord(hi))
+                   for lo, hi in items if lo <= hi)
+    if negated:
+        return "[^%s%s]" % (body, "/" if pathname else ""), i + 1
+    if not body:
+        return "(?!)", i + 1
+    slash = pathname and any(lo <= "/" <= hi for lo, hi in items)
+    return "%s[%s]" % ("(?!/)" if slash else "", body), i + 1
+
+
+def _translate(pat, pathname, split=0):
+    """Translate a wildmatch pattern into a regex for ``fullmatch`` (None: never
+    matches).  With ``pathname`` (WM_PATHNAME) wildcards don't match '/'.  git
+    matches the literal prefix separately, so a ``**`` right after it (index
+    ``split``) counts as leading: ``x/a**/b`` matches ``x/ab`` and ``x/a/y/b``."""
+    out, i, n = [], 0, len(pat)
+    while i < n:
+        c = pat[i]
+        if c == "*":
+            j = i
+            while j < n and pat[j] == "*":
+                j += 1
+            if not pathname:
+                out.append(".*")
+            elif j - i > 1 and (i == split or pat[i - 1] == "/"):
+                if j == n or pat.startswith("\\/", j):
+                    out.append(".*")
+                elif pat[j] == "/":
+                    out.append("(?:.*/)?")
+                    j += 1
+                else:
+                    out.append("[^/]*")
+            else:
+                out.append("[^/]*")
+            i = j
+        elif c == "?":
+            out.append("[^/]" if pathname else ".")
+            i += 1
+        elif c == "[":
+            res = _bracket(pat, i, pathname)
+            if res is None:
+                return None
+            out.append(res[0])
+            i = res[1]
+        else:
+            if c == "\\":
+                i += 1
+                if i >= n:
+                    return None
+            out.append(re.escape(pat[i]))
+            i += 1
+    return "".join(out)
+
+
+def _trim_trailing_spaces(s):
+    """Strip trailing spaces, except one escaped by an odd run of backslashes."""
+    t = s.rstrip(" ")
+    if len(t) == len(s):
+        return s
+    return s[: len(t) + (len(t) - len(t.rstrip("\\"))) % 2]
+
+
+def _parse(line):
+    """Parse one pattern line into (negated, dir_only, kind, value); None if inert."""
+    line = _trim_trailing_spaces(line.split("\0", 1)[0])
+    negated = line.startswith("!")
+    if negated:
+        line = line[1:]
+    dir_only = line.endswith("/")
+    if dir_only:
+        line = line[:-1]
+    if "/" not in line:  # matched against the basename at any depth
+        if not line:
+            return None
+        if not _SPECIAL.search(line):
+            return negated, dir_only, "lit", line
+        rx = _translate(line, False)
+        return None if rx is None else (negated, dir_only, "name", rx)
+    if line.startswith("/"):
+        line = line[1:]
+    m = _SPECIAL.search(line)
+    rx = _translate(line, True, m.start() if m else len(line))
+    return None if rx is None else (negated, dir_only, "path", rx)
+
+
+def _read_lines(path, follow=False):
+    """Pattern lines of an ignore file, split like git (LF, optional CR, BOM)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS | (0 if follow else _NOFOLLOW))
+    except (OSError, ValueError):
+        return []
+    try:
+        if os.fstat(fd).st_mode & 0o170000 != 0o100000:  # regular files only
+            return []
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_IGNORE_FILE + 1)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    if len(data) > MAX_IGNORE_FILE:
+        return []       # not a real ignore file: no rules from it (more is captured, nothing lost)
+    return _split_lines(data)
+
+
+MAX_IGNORE_FILE = 64 * 1024 * 1024
+
+
+def _split_lines(data: bytes):
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    return [ln[:-1] if ln.endswith("\r") else ln
+            for ln in os.fsdecode(data).split("\n") if ln and ln[0] != "#"]
+
+
+def _fullmatch(regexes):
+    return re.compile("|".join("(?:%s)" % r for r in regexes), re.S).fullmatch if regexes else None
+
+
+def _compile_runs(lines, pos):
+    """Group patterns into runs of equal sign (order inside a run is irrelevant
+    because only the sign of the last match matters); return them last-first.
+    A run is (negated, pos, names, name_re, path_re, dir_names, dir_name_re,
+    dir_path_re): literal basenames go into sets, the rest into one regex each."""
+    runs, cur, cur_neg = [], None, None
+    for line in lines:
+        p = _parse(line)
+        if p is None:
+            continue
+        negated, dir_only, kind, value = p
+        if cur is None or negated != cur_neg:
+            cur, cur_neg = {}, negated
+            runs.append((negated, cur))
+        cur.setdefault((dir_only, kind), []).append(value)
+    out = []
+    for negated, g in reversed(runs):
+        out.append((negated, pos,
+                    frozenset(g.get((False, "lit"), ())), _fullmatch(g.get((False, "name"))),
+                    _fullmatch(g.get((False, "path"))), frozenset(g.get((True, "lit"), ())),
+                    _fullmatch(g.get((True, "name"))), _fullmatch(g.get((True, "path")))))
+    return tuple(out)
+
+
+def exclude_signature(root: str) -> list | None:
+    """What <root>/.git/info/exclude is now (None: no such file), to tell whether it
+    changed: it lies in .git/, which no watch covers."""
+    try:
+        st = os.stat(os.path.join(root, ".git", "info", "exclude"))
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _own_dirs(root: str) -> frozenset[str]:
+    from rewind.locations import own_dirs_in
+    return own_dirs_in(os.path.realpath(root))
+
+
+class IgnoreRules:
+    """The ignore patterns in effect inside one directory (immutable)."""
+
+    __slots__ = ("_runs", "_own")
+
+    def __init__(self, runs=(), own: frozenset[str] = frozenset()):
+        self._runs = runs  # deepest level first; within a level, last pattern first
+        self._own = own    # rewind's own directories inside the project (locations.own_dirs_in)
+
+    @classmethod
+    def for_root(cls, root: str) -> "IgnoreRules":
+        """Rules for the project root: <root>/.git/info/exclude (only if <root>/.git
+        is a directory), then <root>/.gitignore, then <root>/.rewindignore; and rewind's
+        own directories, wherever they sit inside it."""
+        runs = ()
+        if os.path.isdir(os.path.join(root, ".git")):
+            runs = _compile_runs(_read_lines(os.path.join(root, ".git", "info", "exclude"), True), 0)
+        return cls(runs, _own_dirs(root)).for_subdir("", root)
+
+    def for_subdir(self, rel_dir: str, abs_dir: str) -> "IgnoreRules":
+        """Rules inside the (non-ignored) directory rel_dir: ours plus its own
+        .gitignore and .rewindignore (relative to rel_dir).  Returns self when
+        the directory has neither file."""
+        lines = []
+        for fname in _IGNORE_FILES:
+            lines += _read_lines(os.path.join(abs_dir, fname))
+        if not lines:
+            return self
+        runs = _compile_runs(lines, len(rel_dir) + 1 if rel_dir else 0)
+        return IgnoreRules(runs + self._runs, self._own) if runs else self
+
+    @classmethod
+    def for_root_contents(cls, root: str, contents: list[bytes]) -> "IgnoreRules":
+        """Like for_root, but the root's .gitignore/.rewindignore given as bytes (in that
+        order), e.g. as a checkpoint's tree holds them; .git/info/exclude read from disk."""
+        runs = ()
+        if os.path.isdir(os.path.join(root, ".git")):
+            runs = _compile_runs(_read_lines(os.path.join(root, ".git", "info", "exclude"), True), 0)
+        return cls(runs, _own_dirs(root)).with_contents("", contents)
+
+    def with_contents(self, rel_dir: str, contents: list[bytes]) -> "IgnoreRules":
+        """for_subdir with the ignore files' bytes given instead of read from disk."""
+        lines = [ln for data in contents for ln in _split_lines(data)]
+        runs = _compile_runs(lines, len(rel_dir) + 1 if rel_dir else 0) if lines else ()
+        return IgnoreRules(runs + self._runs, self._own) if runs else self
+
+    def is_ignored(self, rel_path: str, is_dir: bool) -> bool:
+        """Whether rel_path (an entry of the directory these rules are for) is ignored."""
+        name = rel_path[rel_path.rfind("/") + 1 :]
+        if name in ALWAYS_IGNORED_NAMES or (name.startswith(TMP_PREFIX) and is_own_tmp(name)) \
+                or (self._own and rel_path in self._own):       # inline: a call per entry costs
+            return True
+        for negated, pos, names, name_re, path_re, dnames, dname_re, dpath_re in self._runs:
+            if (name in names or (name_re is not None and name_re(name))
+                    or (path_re is not None and path_re(rel_path, pos))):
+                return not negated
+            if is_dir and (name in dnames or (dname_re is not None and dname_re(name))
+                           or (dpath_re is not None and dpath_re(rel_path, pos))):
+                return not negated
+        return False

@@ -1,0 +1,58 @@
+"""Checkpoints and changes as the JSON contract of DESIGN.md (fields are only ever added)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rewind.catalog.db import ChangeRow
+from rewind.catalog.db import Checkpoint
+from rewind.store.tree import DIR
+from rewind.store.tree import FILE
+from rewind.store.tree import LARGE
+from rewind.store.tree import LINK
+
+KIND_NAMES = {FILE: "file", DIR: "dir", LINK: "symlink", LARGE: "file"}
+
+
+def change_json(c: ChangeRow) -> dict:
+    return {
+        "path": c.path, "status": c.status, "source": c.source, "tool": c.tool,
+        "command": c.command, "flags": list(c.flags), "session_id": c.session_id,
+        # a restore's change: who wrote the content it put back, from which checkpoint
+        "restored_author": c.restored,
+        "old": None if c.old_kind is None else {
+            "kind": KIND_NAMES[c.old_kind], "mode": f"{c.old_mode:o}", "digest": c.old_oid or None,
+            "size": c.old_size},
+        "new": None if c.new_kind is None else {
+            "kind": KIND_NAMES[c.new_kind], "mode": f"{c.new_mode:o}", "digest": c.new_oid or None,
+            "size": c.new_size},
+    }
+
+
+def summary(changes: list[ChangeRow]) -> dict:
+    return {"changes": len(changes),
+            "sources": dict(Counter(c.source for c in changes)),
+            "flags": dict(Counter(f for c in changes for f in c.flags))}
+
+
+def checkpoint_json(cp: Checkpoint, changes: list[ChangeRow] | None = None,
+                    with_summary: bool = False, project: str | None = None) -> dict:
+    out = {
+        "id": cp.number, "kind": cp.kind, "created_at": cp.created_at, "agent": cp.agent,
+        "session_id": cp.session_id, "prompt": cp.message if cp.kind == "prompt" else None,
+        "message": cp.message if cp.kind != "prompt" else None,
+        "prompt_id": cp.prompt_id, "git_head": cp.git_head, "git_branch": cp.git_branch,
+        "tree": cp.tree, "restore_target": cp.restore_target,
+        "skipped": {k: cp.stats.get(k, []) for k in ("large", "unreadable", "special", "changing")
+                    if cp.stats.get(k)},
+        # set when a damaged tree keeps what changed after this checkpoint from being known
+        "changes_unknown": cp.stats.get("changes_unknown"),
+    }
+    if project is not None:
+        out["project"] = project
+    if changes is not None:
+        if with_summary:
+            out["summary"] = summary(changes)
+        else:
+            out["changes"] = [change_json(c) for c in changes]
+    return out

@@ -1,0 +1,178 @@
+"""Output: one rich Console with markup off; plain text when piped or with NO_COLOR."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime, timezone
+
+from rewind.clock import now_ns
+
+_console = None
+_err = None
+COLOR: str = "auto"   # auto | always | never (set by --color)
+
+
+def fancy() -> bool:
+    """Rich tables and colours: a terminal, no NO_COLOR, or --color always."""
+    if COLOR == "always":
+        return True
+    if COLOR == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty()
+
+
+def console():
+    global _console
+    if _console is None:
+        from rich.console import Console
+        _console = Console(markup=False, emoji=False, highlight=False,
+                           force_terminal=True if COLOR == "always" else None,
+                           no_color=not fancy())
+    return _console
+
+
+def err_console():
+    global _err
+    if _err is None:
+        from rich.console import Console
+        _err = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    return _err
+
+
+def out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def emit_json(value) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def age(iso_time: str) -> str:
+    try:
+        t = datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
+    except ValueError:
+        return iso_time
+    secs = max(0, now_ns() / 1e9 - t.replace(tzinfo=t.tzinfo or timezone.utc).timestamp())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit} ago"
+    return f"{int(secs)}s ago"
+
+
+def age_ns(ns: int) -> str:
+    return age(datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat())
+
+
+def safe(text: str | None) -> str:
+    """Someone else's text (a prompt, a command, a tool name) as one line a terminal only
+    displays: runs of whitespace become one space, and control characters (an escape
+    sequence could clear the screen or redraw a restore plan above its question), lone
+    surrogates and other unprintable characters are shown escaped (\\x1b, \\u202e)."""
+    if not text:
+        return ""
+    one = " ".join(text.split())
+    if one.isprintable():
+        return one
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in one)
+
+
+def short(text: str | None, width: int = 60) -> str:
+    one = safe(text)
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def display_path(path: str) -> str:
+    """A path as a person should see it: invalid bytes escaped, control characters visible."""
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def progress(label: str):
+    """A progress callback `(phase, done, total)` that shows a bar on stderr once the work
+    has taken more than a second (REWIND_PROGRESS_AFTER seconds), on a terminal only;
+    returns None when there is no terminal to draw on."""
+    import time
+    if not sys.stderr.isatty() and COLOR != "always":
+        return None
+    after = float(os.environ.get("REWIND_PROGRESS_AFTER", "1.0"))
+    start = time.monotonic()
+    state: dict = {}
+
+    def tick(phase: str, done: int, total: int) -> None:
+        if "bar" not in state:
+            if time.monotonic() - start < after:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), console=err_console(), transient=True)
+            bar.start()
+            state["bar"], state["tasks"] = bar, {}
+        bar, tasks = state["bar"], state["tasks"]
+        if phase not in tasks:
+            tasks[phase] = bar.add_task(f"{label}: {phase}", total=total or None)
+        bar.update(tasks[phase], completed=done, total=total or None)
+
+    def close() -> None:
+        if "bar" in state:
+            state["bar"].stop()
+    tick.close = close  # type: ignore[attr-defined]
+    return tick
+
+
+class paged:
+    """On a terminal, what the command prints goes through $PAGER (default `less -FRX`:
+    quits by itself when it fits one screen, keeps the colours). `disabled` (--no-pager), a
+    pipe, or an empty PAGER print directly."""
+
+    def __init__(self, disabled: bool = False):
+        self.disabled = disabled
+        self.buf = None
+
+    def __enter__(self):
+        global COLOR, _console
+        pager = os.environ.get("PAGER", "less -FRX")
+        if self.disabled or not sys.stdout.isatty() or not pager.strip():
+            return self
+        import io
+        self.pager, self.old, self.old_color = pager, sys.stdout, COLOR
+        try:
+            self.columns = os.get_terminal_size(sys.stdout.fileno()).columns
+        except OSError:
+            self.columns = 100
+        if fancy():
+            COLOR = "always"
+        _console = None
+        self.buf = io.StringIO()
+        sys.stdout = self.buf
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        global COLOR, _console
+        if self.buf is None:
+            return False
+        sys.stdout = self.old
+        COLOR, _console = self.old_color, None
+        text = self.buf.getvalue()
+        if text:
+            import subprocess
+            env = {**os.environ, "LESS": os.environ.get("LESS", "FRX"), "COLUMNS": str(self.columns)}
+            try:
+                subprocess.run(self.pager, shell=True, input=text, text=True, env=env)
+            except (OSError, KeyboardInterrupt):
+                sys.stdout.write(text)
+        return False

@@ -1,0 +1,96 @@
+"""Rewinding the conversation of a Claude Code session: a new transcript that ends just
+before a checkpoint's prompt, next to the original (which is never modified), and the
+`claude --resume <new id>` that continues from there.
+
+Claude Code's transcript is JSON lines, internal and changing between versions. This reads
+it tolerantly: the cut is the first `user` entry that carries the checkpoint's `promptId`
+(Claude Code >= 2.1.196) or, failing that, its prompt text; every kept entry gets the new
+`sessionId`; lines that do not parse are kept as they are. When the prompt cannot be found
+it says so rather than guess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+from rewind.catalog.db import Checkpoint
+from rewind.errors import RewindError
+
+
+def _text(entry: dict) -> str | None:
+    """A user entry's prompt text; None for a tool result."""
+    msg = entry.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return None
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return None
+
+
+def _find_cut(entries: list, cp: Checkpoint) -> int | None:
+    for by_id in (True, False):
+        if by_id and not cp.prompt_id:
+            continue
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict) or e.get("type") != "user" or e.get("isSidechain"):
+                continue
+            text = _text(e)
+            if text is None:
+                continue
+            if (by_id and e.get("promptId") == cp.prompt_id) or \
+                    (not by_id and cp.message is not None and text.strip() == cp.message.strip()):
+                return i
+    return None
+
+
+def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
+    """Write the forked transcript; returns (new session id, its path)."""
+    if cp.agent != "claude":
+        raise RewindError(f"checkpoint {cp.number} is from {cp.agent or 'no agent session'}: "
+                          "rewinding the conversation works for Claude Code sessions")
+    path = cp.transcript_path
+    if not path:
+        raise RewindError(f"checkpoint {cp.number} has no transcript path")
+    try:
+        with open(path, "rb") as f:
+            raw_lines = f.read().split(b"\n")
+    except OSError as e:
+        raise RewindError(f"cannot read the session's transcript {path} ({e.strerror})",
+                          hint="Claude Code may have cleaned it up") from None
+    entries: list = []
+    for line in raw_lines:
+        try:
+            entries.append(json.loads(line) if line.strip() else None)
+        except ValueError:
+            entries.append(None)
+    cut = _find_cut(entries, cp)
+    if cut is None:
+        raise RewindError(f"checkpoint {cp.number}'s prompt is not in {path}; the transcript format "
+                          "may be one this rewind does not understand", hint="the files can still be rewound")
+    while cut > 0 and isinstance(entries[cut - 1], dict) and entries[cut - 1].get("type") == "queue-operation":
+        cut -= 1     # the queueing of the prompt we cut
+    if not any(isinstance(e, dict) and e.get("type") in ("user", "assistant") for e in entries[:cut]):
+        raise RewindError(f"checkpoint {cp.number} comes before the first prompt of its session: "
+                          "there is no earlier conversation to continue", hint="start a new session")
+    new_id = str(uuid.uuid4())
+    out = []
+    for raw, e in zip(raw_lines[:cut], entries[:cut]):
+        if isinstance(e, dict):
+            if "sessionId" in e:
+                e = dict(e, sessionId=new_id)
+            out.append(json.dumps(e, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        elif raw.strip():
+            out.append(raw)
+    target = os.path.join(os.path.dirname(path), new_id + ".jsonl")
+    if not dry_run:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, b"\n".join(out) + b"\n")
+        finally:
+            os.close(fd)
+    return new_id, target

@@ -1,0 +1,85 @@
+"""A checkpoint as a git commit, for people who want git's own tools on it.
+
+Written with gitpython into the project's repository under `refs/rewind/<n>` (and, if asked,
+a new branch). HEAD, the index, the work tree and existing branches are never touched: the
+objects are added to the object database and a ref is pointed at the commit. The commit's
+parent is HEAD's commit at export time, when there is one. Git cannot hold what rewind
+keeps apart: an empty directory has no entry in a git checkout, and a file rewind did not
+store (too large) is left out and listed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+
+from rewind.catalog.db import Checkpoint
+from rewind.errors import RewindError
+from rewind.project import Project
+from rewind.capture.snapshot import TreeLoader
+from rewind.store.tree import DIR
+from rewind.store.tree import FILE
+from rewind.store.tree import LARGE
+from rewind.store.tree import LINK
+
+_BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)[^\x00-\x20~^:?*\[\\\x7f]+(?<![/.])$")
+
+
+def export(project: Project, cp: Checkpoint, branch: str | None = None) -> dict:
+    import git
+    from gitdb import IStream
+    try:
+        repo = git.Repo(project.root)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise RewindError(f"{project.root} is not a git repository", hint="`git init` there first") from None
+    if branch is not None:
+        if not _BRANCH.match(branch) or branch.endswith(".lock"):
+            raise RewindError(f"{branch!r} is not a valid branch name")
+        if f"refs/heads/{branch}" in {r.path for r in repo.references}:
+            raise RewindError(f"branch {branch!r} exists already; rewind never moves an existing branch",
+                              hint="pick another name")
+    load = TreeLoader(project.store)
+    odb = repo.odb
+    left_out: list[str] = []
+    blobs: dict[str, bytes] = {}
+
+    def blob(oid: str) -> bytes:
+        if oid not in blobs:
+            data = project.store.get(oid)
+            blobs[oid] = odb.store(IStream(b"blob", len(data), io.BytesIO(data))).binsha
+        return blobs[oid]
+
+    def write_tree(oid: str, prefix: str) -> bytes:
+        entries = []
+        for name, e in load(oid).items():
+            bname = os.fsencode(name)
+            if e.kind == DIR:
+                entries.append((b"40000", bname, write_tree(e.oid, f"{prefix}{name}/"), True))
+            elif e.kind == LINK:
+                entries.append((b"120000", bname, blob(e.oid), False))
+            elif e.kind == FILE:
+                entries.append((b"100755" if e.mode & 0o111 else b"100644", bname, blob(e.oid), False))
+            elif e.kind == LARGE:
+                left_out.append(prefix + name)
+        entries.sort(key=lambda t: t[1] + (b"/" if t[3] else b""))   # git's order
+        data = b"".join(mode + b" " + name + b"\0" + sha for mode, name, sha, _ in entries)
+        return odb.store(IStream(b"tree", len(data), io.BytesIO(data))).binsha
+
+    tree = git.Tree(repo, write_tree(cp.tree, ""))
+    parents = []
+    try:
+        parents = [repo.head.commit]
+    except ValueError:
+        pass   # an unborn branch: a root commit
+    first = (cp.message or "").strip().splitlines()[0][:72] if cp.message else ""
+    message = (f"rewind checkpoint {cp.number}: {first or cp.kind}\n\n"
+               f"Checkpoint {cp.number} ({cp.kind}) of {project.root}, taken {cp.created_at}"
+               + (f" by {cp.agent}" if cp.agent else "") + ".\n"
+               + (f"\nPrompt:\n{cp.message}\n" if cp.message and cp.kind == "prompt" else ""))
+    commit = git.Commit.create_from_tree(repo, tree, message, parent_commits=parents, head=False)
+    ref = f"refs/rewind/{cp.number}"
+    git.Reference.create(repo, ref, commit, force=True)
+    if branch is not None:
+        git.Reference.create(repo, f"refs/heads/{branch}", commit, force=False)
+    return {"commit": commit.hexsha, "ref": ref, "branch": branch, "left_out": left_out}

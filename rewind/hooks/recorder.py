@@ -1,0 +1,327 @@
+"""The per-event logic of DESIGN.md's "How a prompt is recorded", agent-neutral.
+
+Every agent adapter turns its payload into an `Event`; `handle` does the rest. Shell
+windows are bracketed by scans (the scan before opening and the scan before closing
+separate what the command did from what happened before it); edit tools never scan the
+tree: they store the target's pre-image and, afterwards, the hash of what they wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as S
+import time
+
+from rewind import config
+from rewind.constants import MAX_FILE_SIZE
+from rewind.fsutil import read_fd
+from rewind.hooks.base import Event
+from rewind.capture.ignore import IgnoreRules
+from rewind.lock import store_lock
+from rewind.store.objects import Store
+from rewind.store.objects import digest_of
+from rewind.project import Project, open_catalog, resolve_root
+
+
+def record(*args, **kw):
+    """snapshot.record, imported when a scan is due: an edit tool's hooks never scan, and
+    the scan's modules (and the watcher's, through dirty) are most of a hook's imports."""
+    from rewind.capture.snapshot import record as scan_and_record
+    return scan_and_record(*args, **kw)
+
+SCAN_LOCK_TIMEOUT = 60.0
+
+
+def _usable_dir(path: str | None) -> str | None:
+    if not path or not os.path.isabs(path) or "\0" in path:
+        return None
+    return path if os.path.isdir(path) else None
+
+
+def project_root(ev: Event, catalog) -> tuple[str | None, bool]:
+    """(the session's project, whether the session is known already): known from its first
+    event, else the agent's project dir, else the cwd (which follows `cd` inside shell
+    commands, hence last)."""
+    known = catalog.session_project(ev.agent, ev.session_id)
+    if known is not None:
+        return catalog.project_root(known[0]), True
+    base = _usable_dir(ev.project_dir) or _usable_dir(ev.cwd)
+    if base is None:
+        return None, False
+    root = resolve_root(base)
+    home = os.path.realpath(catalog.home)
+    if root == "/" or root == home or home.startswith(root.rstrip("/") + "/") or \
+            root.startswith(home + "/"):
+        return None, False  # never the whole filesystem, nor a tree holding rewind's own store
+    from rewind.project import refused_root
+    if refused_root(root) and catalog.project_id(root, create=False) is None:
+        return None, False  # a system directory or the home directory itself: not unless allowed
+    return root, False
+
+
+def handle(ev: Event) -> str:
+    """Act on one event. Returns a short note of what was done (for the log and tests)."""
+    home, catalog = open_catalog()
+    project = None
+    try:
+        root, known = project_root(ev, catalog)
+        if root is None:
+            return f"ignored: no usable project directory (cwd={ev.cwd!r})"
+        pid = catalog.project_id(root, create=True)
+        project = Project(home, root, pid, catalog, Store(home))
+        if not known:
+            _register(project, ev)
+        return _dispatch(project, ev)
+    finally:
+        if project is not None:
+            project.close()         # remembers what it found damaged
+        else:
+            catalog.close()
+
+
+def _register(project: Project, ev: Event) -> None:
+    db = project.catalog.db
+    with project.catalog.transaction():
+        db.execute("INSERT OR IGNORE INTO sessions(agent, session_id, project_id, first_cwd, source, started_ns)"
+                   " VALUES (?, ?, ?, ?, ?, ?)",
+                   (ev.agent, ev.session_id, project.id, ev.cwd, ev.source, time.time_ns()))
+
+
+def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
+    """Close the session's open windows (a cancelled tool sends no Post event), then mark
+    the place in the watcher's stream. Called right before a scan: its segment still counts
+    them (closed after it began), the next one no longer does."""
+    db = project.catalog.db
+    where = "project_id=? AND closed_ns IS NULL AND agent=? AND session_id=?"
+    args: tuple = (project.id, ev.agent, ev.session_id)
+    if scope == "agent" and ev.agent_id:
+        where += " AND agent_id=?"
+        args += (ev.agent_id,)
+    with project.catalog.transaction():
+        ids = [r[0] for r in db.execute(f"SELECT id FROM windows WHERE {where} AND kind='bash'", args)]
+        db.execute(f"UPDATE windows SET closed_ns=? WHERE {where}", (time.time_ns(), *args))
+    if ids:
+        from rewind.capture.dirty import mark
+        mark(project, "close-" + ",".join(map(str, ids[:40])))
+
+
+def _ensure_watcher(project: Project, settings) -> str:
+    """Start the project's watcher in the background unless one runs or it is turned off."""
+    if settings is None or not settings.watch:
+        return "watcher off"
+    from rewind.watch import watcher
+    if watcher.running(project.home, project.catalog, project.id) is not None:
+        return "watcher running"
+    watcher.start_background(project.root, settings.watch_idle_minutes)
+    return "watcher started"
+
+
+def _stop_watcher_if_last(project: Project) -> str:
+    """SessionEnd: no session of the project left -> its background watcher stops."""
+    from rewind.watch import watcher
+    left = project.catalog.db.execute("SELECT count(*) FROM sessions WHERE project_id=? AND ended_ns IS NULL",
+                                      (project.id,)).fetchone()[0]
+    row = project.catalog.watcher(project.id)
+    if left or row is None or not row["background"]:
+        return ""
+    return "; watcher stopped" if watcher.stop(project.home, project.catalog, project.id) else ""
+
+
+def _dispatch(project: Project, ev: Event) -> str:
+    if ev.kind == "session_start":
+        return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
+    if ev.kind == "session_end":
+        _close_windows(project, ev)
+        with project.catalog.transaction():
+            project.catalog.db.execute("UPDATE sessions SET ended_ns=? WHERE agent=? AND session_id=?",
+                                       (time.time_ns(), ev.agent, ev.session_id))
+        return "session ended" + _stop_watcher_if_last(project)
+    if ev.kind == "prompt":
+        settings = config.load_quietly(project.root)
+        _ensure_watcher(project, settings)   # a watcher that died comes back (this scan is a full one)
+        meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
+                "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
+        _close_windows(project, ev)
+        cp, _, _ = record(project, "prompt", message=ev.prompt, meta=meta, lock_timeout=SCAN_LOCK_TIMEOUT,
+                          settings=settings)
+        return f"checkpoint {cp.number}"
+    if ev.kind == "stop":
+        _close_windows(project, ev, ev.stop_scope)
+        record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+        return "turn closed"
+    if ev.kind == "file_edited":
+        return _edited(project, ev)
+    if ev.tool_kind == "shell":
+        return _shell(project, ev)
+    if ev.tool_kind == "edit":
+        return _edit(project, ev)
+    return "nothing to do"
+
+
+def _edited(project: Project, ev: Event) -> str:
+    """An agent that reports an edit only after it (Cursor's afterFileEdit): a tool window
+    from the last scan until now, closed, with the hash of what the file holds now. The
+    pre-image is the last scan's (or the watcher's)."""
+    db, catalog = project.catalog.db, project.catalog
+    now = time.time_ns()
+    since = catalog.state(project.id)[1] or now - 60 * 10**9
+    notes = []
+    for raw in ev.targets[:20]:
+        full, rel, flags = _target(project, ev, raw)
+        if rel is None or "ignored" in flags:
+            notes.append(f"{raw}: {','.join(flags)}")
+            continue
+        data = _read_regular(full)
+        with catalog.transaction():
+            db.execute("INSERT INTO windows(project_id, agent, session_id, tool_use_id, tool, kind, target,"
+                       " opened_ns, closed_ns, post_oid) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (project.id, ev.agent, ev.session_id, ev.tool_use_id, ev.tool, "tool",
+                        os.fsencode(rel), min(since, now), now, digest_of(data) if data is not None else ""))
+        notes.append(f"{rel}: edited")
+    return "; ".join(notes) or "no target"
+
+
+def _shell(project: Project, ev: Event) -> str:
+    """A shell window: opened after a scan (what came before is not the command's), closed
+    before one (the scan's segment ends with it). Each is marked in the watcher's stream."""
+    from rewind.capture.dirty import mark
+    from rewind.capture.procs import hook_chain
+    from rewind.capture.procs import last_pid
+    db = project.catalog.db
+    if ev.kind == "pre_tool":
+        _, _, stamp = record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+        agent, chain = hook_chain()
+        with project.catalog.transaction():
+            wid = db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
+                             " command, opened_ns, agent_pid, pid_mark, hook_pids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                             (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool, "bash",
+                              ev.command, stamp, agent, last_pid(), ",".join(map(str, chain)))).lastrowid
+        mark(project, f"open-{wid}")
+        return "shell window opened"
+    with project.catalog.transaction():
+        wid = _find_window(project, ev, "bash")
+        if wid is not None:
+            db.execute("UPDATE windows SET closed_ns=?, failed=? WHERE id=?",
+                       (time.time_ns(), int(ev.failed), wid))
+    if wid is not None:
+        mark(project, f"close-{wid}")
+    record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+    return "shell window closed"
+
+
+def _find_window(project: Project, ev: Event, kind: str, target: str | None = None) -> int | None:
+    """The open window this Post event closes: by tool-use id, else (agents without ids)
+    the oldest open one of the session, on the same target for an edit tool."""
+    db = project.catalog.db
+    if target is not None:    # one tool call may edit several files (Codex's apply_patch)
+        row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND session_id=? AND target=? "
+                         "AND closed_ns IS NULL AND (? IS NULL OR tool_use_id=?) ORDER BY id LIMIT 1",
+                         (project.id, kind, ev.session_id, os.fsencode(target), ev.tool_use_id,
+                          ev.tool_use_id)).fetchone()
+        if row:
+            return row[0]
+    if ev.tool_use_id:
+        row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND tool_use_id=? AND "
+                         "closed_ns IS NULL ORDER BY id DESC LIMIT 1",
+                         (project.id, kind, ev.tool_use_id)).fetchone()
+        if row:
+            return row[0]
+    row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND session_id=? AND "
+                     "closed_ns IS NULL ORDER BY id LIMIT 1", (project.id, kind, ev.session_id)).fetchone()
+    return row[0] if row else None
+
+
+def _target(project: Project, ev: Event, raw: str) -> tuple[str, str | None, list[str]]:
+    """(absolute path, project-relative path or None, flags) for an edit tool's target."""
+    path = raw if os.path.isabs(raw) else os.path.join(ev.cwd or project.root, raw)
+    path = os.path.normpath(path)
+    parent, name = os.path.split(path)
+    real_parent = os.path.realpath(parent)
+    root = project.root.rstrip("/")
+    flags = []
+    if os.path.islink(path):
+        flags.append("symlink")
+        real = os.path.realpath(path)
+        if not real.startswith(root + "/"):
+            flags.append("outside")
+            return path, None, flags
+    full = os.path.join(real_parent, name)
+    if not full.startswith(root + "/"):
+        flags.append("outside")
+        return path, None, flags
+    rel = full[len(root) + 1:]
+    rules = IgnoreRules.for_root(project.root)
+    parts = rel.split("/")
+    for i in range(len(parts)):
+        sub = "/".join(parts[: i + 1])
+        is_dir = i < len(parts) - 1
+        if rules.is_ignored(sub, is_dir):
+            flags.append("ignored")
+            break
+        if is_dir:
+            rules = rules.for_subdir(sub, os.path.join(project.root, sub))
+    return full, rel, flags
+
+
+def _read_regular(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not S.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_SIZE:
+            return None
+        return read_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _edit(project: Project, ev: Event) -> str:
+    from rewind.catalog.db import ChangeRow
+    db, catalog = project.catalog.db, project.catalog
+    notes = []
+    for raw in ev.targets[:20]:
+        full, rel, flags = _target(project, ev, raw)
+        if rel is None or "ignored" in flags:
+            # not captured by any snapshot: listed under the current checkpoint
+            if ev.kind == "pre_tool":
+                latest = catalog.latest(project.id)
+                row = ChangeRow(path=rel if rel is not None else full, status="modified",
+                                old_kind=None, new_kind=None, old_mode=None, new_mode=None,
+                                old_oid=None, new_oid=None, old_size=None, new_size=None,
+                                source="tool", tool=ev.tool, session_id=ev.session_id, flags=flags)
+                with catalog.transaction():
+                    catalog.insert_observations(project.id, latest.number if latest else None,
+                                                [row], time.time_ns())
+            notes.append(f"{raw}: {','.join(flags)}")
+            continue
+        if ev.kind == "pre_tool":
+            data = None if "symlink" in flags else _read_regular(full)
+            latest = catalog.latest(project.id)
+            if data is not None:
+                # shared store lock from the put to the row: a concurrent gc cannot sweep it
+                with store_lock(project.home, timeout=SCAN_LOCK_TIMEOUT):
+                    oid = project.store.put(data)
+                    project.store.flush()
+                    with catalog.transaction():
+                        db.execute("INSERT INTO preimages(project_id, base, path, oid, tool, tool_use_id,"
+                                   " session_id, ts) VALUES (?,?,?,?,?,?,?,?)",
+                                   (project.id, latest.number if latest else None, os.fsencode(rel),
+                                    oid, ev.tool, ev.tool_use_id, ev.session_id, time.time_ns()))
+            with catalog.transaction():
+                db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool,"
+                           " kind, target, opened_ns) VALUES (?,?,?,?,?,?,?,?,?)",
+                           (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool,
+                            "tool", os.fsencode(rel), time.time_ns()))
+            notes.append(f"{rel}: pre-image {'stored' if data is not None else 'absent'}")
+        else:
+            data = _read_regular(full)
+            post = digest_of(data) if data is not None else ""
+            with catalog.transaction():
+                wid = _find_window(project, ev, "tool", rel)
+                if wid is not None:
+                    db.execute("UPDATE windows SET closed_ns=?, post_oid=?, failed=? WHERE id=?",
+                               (time.time_ns(), post, int(ev.failed), wid))
+            notes.append(f"{rel}: closed")
+    return "; ".join(notes) or "no target"

@@ -1,0 +1,42 @@
+"""A catalog written by an older rewind is brought up to the current schema in place,
+keeping every row."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from rewind.catalog import db as catmod
+from rewind.constants import CATALOG_NAME, SCHEMA_VERSION
+
+
+def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    db = sqlite3.connect(home / CATALOG_NAME, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.executescript("BEGIN;" + catmod._SCHEMA + "COMMIT;")          # schema 1, as session 1 wrote it
+    db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '1')")
+    db.execute("INSERT INTO projects(root, created_at) VALUES ('/p', 'then')")
+    db.execute("INSERT INTO checkpoints(project_id, number, kind, created_at, created_ns, tree) "
+               "VALUES (1, 1, 'prompt', 'then', 1, 'abc')")
+    db.execute("INSERT INTO project_state(project_id, last_tree, last_scan_ns) VALUES (1, 'abc', 5)")
+    db.execute("INSERT INTO windows(project_id, agent, tool, kind, opened_ns) VALUES (1, 'claude', 'Bash', 'bash', 1)")
+    db.close()
+    cat = catmod.Catalog(str(home))
+    try:
+        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "3"
+        assert cat.checkpoint(1, 1).tree == "abc"
+        st = cat.scan_state(1)
+        assert (st["last_tree"], st["last_scan_ns"], st["consumed_seq"], st["fallbacks"]) == ("abc", 5, 0, 0)
+        assert cat.watcher(1) is None and cat.last_event_seq(1) == 0
+        assert cat.db.execute("SELECT agent_pid FROM windows").fetchone() == (None,)
+        # 3: a shell window's pid account, and who wrote what a restore put back
+        assert cat.db.execute("SELECT pid_mark, hook_pids FROM windows").fetchone() == (None, None)
+        assert cat.changes(1, 1) == []
+    finally:
+        cat.close()
+    cat = catmod.Catalog(str(home))           # opening it again changes nothing
+    assert cat.meta("schema_version") == "3"
+    cat.close()
+    assert os.path.exists(home / CATALOG_NAME)

@@ -1,0 +1,114 @@
+"""End to end with the real Claude Code CLI (2.1.197) against a local mock of the model API
+(shared/realclient): real tool calls, real hooks, `rewind hook claude` as installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REWIND, fingerprint, run_rewind
+
+HARNESS = Path(__file__).resolve().parents[3] / "shared" / "realclient"
+CLAUDE = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not CLAUDE, reason="Claude Code not installed (npm i @anthropic-ai/claude-code@2.1.197)"),
+              pytest.mark.skipif(not HARNESS.exists(), reason="../shared/realclient is not beside this checkout")]
+
+
+def _run(tmp_path, scenario, mode, events=True, watch="0"):
+    proj = tmp_path / "proj"
+    hook = " ".join(REWIND) + " hook claude"
+    r = subprocess.run([sys.executable, str(HARNESS / "run_session.py"), "--claude", CLAUDE,
+                        "--project-dir", str(proj), "--fresh", "--scenario", str(HARNESS / scenario),
+                        "--mode", mode, "--hook-command", hook]
+                       + (["--events", "SessionStart,UserPromptSubmit,PreToolUse,PostToolUse,Stop,SessionEnd"]
+                          if events else []),
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, IS_SANDBOX="1", REWIND_WATCH=watch))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return proj
+
+
+@pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
+def test_a_real_claude_code_session_is_recorded_attributed_and_rewindable(tmp_path, watch):
+    proj = _run(tmp_path, "scenario.json", "stream", watch=watch)
+    cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
+    assert [c["kind"] for c in cps] == ["prompt"] * 3
+    assert cps[-1]["prompt"].startswith("Create the app skeleton")
+    shown = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=proj, check=0).stdout)["changes"]}
+    assert shown["src/app.py"]["source"] == "tool" and shown["src/app.py"]["tool"] == "Write"
+    assert shown["made_by_bash.txt"]["source"] == "bash"
+    two = {c["path"]: c for c in json.loads(run_rewind("show", "2", "--json", cwd=proj, check=0).stdout)["changes"]}
+    assert two["config.ini"]["source"] == "tool"
+    assert two["app_link.py"]["source"] == "bash" and "symlink" in two["app_link.py"]["flags"]
+    final = fingerprint(proj, skip=(".git", ".claude"))
+    run_rewind("to", "1", "--yes", cwd=proj, check=0)
+    assert not (proj / "src/app.py").exists() and (proj / "old.log").exists()
+    run_rewind("undo", "--yes", cwd=proj, check=0)
+    assert fingerprint(proj, skip=(".git", ".claude")) == final
+    log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
+    assert not log.exists(), log.read_text()
+    if watch == "1":
+        status = json.loads(run_rewind("status", "--json", cwd=proj, check=0).stdout)["watcher"]
+        assert status["quick_scans"] > 0 and status["fallbacks"] == 0, status
+        assert not status["running"] and status["stopped"]["reason"] == "stopped"   # by SessionEnd
+
+
+@pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
+def test_a_failing_command_that_changed_files_is_attributed_to_it(tmp_path, watch):
+    # the scenario's own event list: every event Claude Code fires, PostToolUseFailure,
+    # PostToolBatch and CwdChanged included (rewind ignores the ones it does not use)
+    proj = _run(tmp_path, "scenario_edge.json", "stream", events=False, watch=watch)
+    shown = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=proj, check=0).stdout)["changes"]}
+    assert shown["partial.txt"]["source"] == "bash"
+    assert shown["partial.txt"]["command"].startswith("echo y > partial.txt")
+    assert shown["sub/in_cwd.txt"]["source"] == "bash"
+
+
+def test_the_conversation_forks_to_before_a_checkpoint_and_claude_resumes_it(tmp_path):
+    proj = _run(tmp_path, "scenario.json", "resume")
+    transcripts = list((tmp_path / "proj.realclient-out" / "claude-config" / "projects").rglob("*.jsonl"))
+    assert len(transcripts) == 1
+    original = transcripts[0].read_bytes()
+    out = run_rewind("to", "2", "--yes", "--conversation", cwd=proj, check=0).stdout
+    new_id = out.split("claude --resume ")[1].split()[0]
+    assert (proj / "src/app.py").read_text() == "def main():\n    print('hello')\n"   # the files too
+    assert transcripts[0].read_bytes() == original                                    # never modified
+    # continue the forked session with the real CLI against a mock that answers one prompt
+    scenario = tmp_path / "cont.json"
+    scenario.write_text(json.dumps({"prompts": [{"prompt": "What did we do so far?",
+                                                 "turns": [{"text": "We made the app skeleton."}]}]}))
+    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
+    mock = subprocess.Popen([sys.executable, str(HARNESS / "mock_anthropic.py"), "--scenario", str(scenario),
+                             "--project-dir", str(proj), "--port", "0", "--port-file", str(port_file),
+                             "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import time
+        deadline = time.monotonic() + 15
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+        env.update(CLAUDE_CONFIG_DIR=str(transcripts[0].parents[2]), IS_SANDBOX="1",
+                   ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port_file.read_text().strip()}",
+                   ANTHROPIC_API_KEY="sk-ant-mock", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+        r = subprocess.run([CLAUDE, "-p", "--output-format", "json", "--dangerously-skip-permissions",
+                            "--resume", new_id, "What did we do so far?"], cwd=proj, env=env,
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert json.loads(r.stdout.strip().splitlines()[-1])["session_id"] == new_id
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    bodies = [json.dumps(s["body"]["messages"]) for s in sent if s.get("method") == "POST" and "body" in s]
+    asked = [b for b in bodies if "What did we do so far?" in b]
+    assert asked
+    assert "Create the app skeleton" in asked[-1]                    # the conversation before checkpoint 2
+    assert "Bump the level" not in asked[-1] and "Move the marker" not in asked[-1]   # nothing after it

@@ -1,0 +1,255 @@
+"""Every agent, watcher on and off, on a quiet and on a busy machine: the real Claude Code,
+Gemini CLI and Codex CLIs (../shared/realclient*) run one realistic three-prompt session
+each, in resume mode (one CLI process a prompt). A wrapper around the agent's binary
+installs rewind's hooks exactly as `rewind hooks install` writes them, keeps a copy of the
+tree before the first prompt, and makes a person's edit before the second and the third.
+
+The session: edit-tool writes in new nested directories, an edit of an existing file;
+`mkdir -p`, `sed -i`, `mv`, `ln -s`, `rm -r` by the shell; a failing command that wrote a
+file first. Then: every shell change is `bash` with its command, every edit-tool change
+`tool` with its tool, the person's edits `external`, the link flagged `symlink`; `to 1`
+gives back the tree exactly as before the session, `undo` exactly as at its end, and the
+plan after that still names the person's edit as not the agent's.
+
+"Busy" is two processes spinning on this 2-core machine for the whole run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REWIND, fingerprint, run_rewind
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+BINS = {"claude": os.environ.get("CLAUDE_BIN") or shutil.which("claude"),
+        "gemini": os.environ.get("GEMINI_BIN") or shutil.which("gemini"),
+        "codex": os.environ.get("CODEX_BIN") or shutil.which("codex")}
+
+pytestmark = [pytest.mark.e2e, pytest.mark.matrix]
+
+SETUP = {
+    "README.md": "# shop\n",
+    "src/shop/__init__.py": "",
+    "src/shop/cart.py": "def total(items):\n    return sum(items)\n",
+    "config/settings.ini": "[db]\nhost = old-host\n",
+    "docs/notes.txt": "notes\n",
+    "build/cache/a.o": "obj\n",
+    "build/out.txt": "out\n",
+}
+DISCOUNT = "def discount(total, pct):\n    return total * (100 - pct) / 100\n"
+INTRO = "# Guide\n\nStart here.\n"
+SHELL = {   # the shell commands, prompt by prompt
+    "report": "mkdir -p reports/2026 && echo ok > reports/2026/run.txt",
+    "sed": "sed -i 's/old-host/new-host/' config/settings.ini",
+    "mvln": "mv docs/notes.txt docs/guide/notes.txt && ln -s src/shop/cart.py cart_link.py",
+    "rm": "rm -r build",
+    "fail": "echo partial > partial.log && false",
+}
+PROMPTS = ("Add a discount module and a guide, then write a report.",
+           "Round the totals, point the settings at the new host, move the notes into the guide and link the cart.",
+           "Clean the build and try the tests.")
+EXPECT = {
+    "exists": ["src/shop/pricing/discount.py", "docs/guide/intro.md", "reports/2026/run.txt",
+               "docs/guide/notes.txt", "cart_link.py", "partial.log"],
+    "absent": ["docs/notes.txt", "build"],
+    "contents": {"config/settings.ini": "[db]\nhost = new-host\n",
+                 "src/shop/cart.py": "def total(items):\n    return round(sum(items), 2)\n"},
+    "symlinks": {"cart_link.py": "src/shop/cart.py"},
+    "no_tool_errors": False,
+}
+
+
+def _claude() -> dict:
+    def bash(cmd):
+        return {"tool_uses": [{"name": "Bash", "input": {"command": SHELL[cmd], "description": cmd}}]}
+    return {
+        "events": ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+                   "Stop", "SessionEnd"],
+        "prompts": [
+            {"prompt": PROMPTS[0], "turns": [
+                {"tool_uses": [
+                    {"name": "Write", "input": {"file_path": "<PROJECT_DIR>/src/shop/pricing/discount.py",
+                                                "content": DISCOUNT}},
+                    {"name": "Write", "input": {"file_path": "<PROJECT_DIR>/docs/guide/intro.md",
+                                                "content": INTRO}}]},
+                bash("report"), {"text": "Done."}]},
+            {"prompt": PROMPTS[1], "turns": [
+                {"tool_uses": [{"name": "Read", "input": {"file_path": "<PROJECT_DIR>/src/shop/cart.py"}}]},
+                {"tool_uses": [{"name": "Edit", "input": {"file_path": "<PROJECT_DIR>/src/shop/cart.py",
+                                                          "old_string": "return sum(items)",
+                                                          "new_string": "return round(sum(items), 2)"}}]},
+                bash("sed"), bash("mvln"), {"text": "Done."}]},
+            {"prompt": PROMPTS[2], "turns": [bash("rm"), bash("fail"), {"text": "The tests fail."}]},
+        ],
+        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 9,
+                                             "PostToolUse": 8, "PostToolUseFailure": 1, "Stop": 3,
+                                             "SessionEnd": 3}},
+    }
+
+
+def _gemini() -> dict:
+    def shell(cmd):
+        return {"tool_uses": [{"name": "run_shell_command", "input": {"command": SHELL[cmd], "description": cmd}}]}
+    return {
+        "prompts": [
+            {"prompt": PROMPTS[0], "turns": [
+                {"tool_uses": [
+                    {"name": "write_file", "input": {"file_path": "<PROJECT_DIR>/src/shop/pricing/discount.py",
+                                                     "content": DISCOUNT}},
+                    {"name": "write_file", "input": {"file_path": "<PROJECT_DIR>/docs/guide/intro.md",
+                                                     "content": INTRO}}]},
+                shell("report"), {"text": "Done."}]},
+            {"prompt": PROMPTS[1], "turns": [
+                {"tool_uses": [{"name": "replace", "input": {"file_path": "<PROJECT_DIR>/src/shop/cart.py",
+                                                             "instruction": "Round the total.",
+                                                             "old_string": "return sum(items)",
+                                                             "new_string": "return round(sum(items), 2)"}}]},
+                shell("sed"), shell("mvln"), {"text": "Done."}]},
+            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("fail"), {"text": "The tests fail."}]},
+        ],
+        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "BeforeAgent": 3, "BeforeTool": 8,
+                                             "AfterTool": 8, "AfterAgent": 3, "SessionEnd": 3}},
+    }
+
+
+def _codex() -> dict:
+    def shell(cmd):
+        return {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": SHELL[cmd],
+                                                                      "workdir": "<PROJECT_DIR>"}}]}
+    return {
+        "prompts": [
+            {"prompt": PROMPTS[0], "turns": [
+                {"tool_calls": [{"name": "apply_patch", "input": [
+                    "*** Begin Patch", "*** Add File: src/shop/pricing/discount.py",
+                    *("+" + line for line in DISCOUNT.splitlines()),
+                    "*** Add File: docs/guide/intro.md", *("+" + line for line in INTRO.splitlines()),
+                    "*** End Patch"]}]},
+                shell("report"), {"text": "Done."}]},
+            {"prompt": PROMPTS[1], "turns": [
+                {"tool_calls": [{"name": "apply_patch", "input": [
+                    "*** Begin Patch", "*** Update File: src/shop/cart.py", "@@",
+                    "-    return sum(items)", "+    return round(sum(items), 2)", "*** End Patch"]}]},
+                shell("sed"), shell("mvln"), {"text": "Done."}]},
+            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("fail"), {"text": "The tests fail."}]},
+        ],
+        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 7,
+                                             "PostToolUse": 7, "Stop": 3, "SessionEnd": 3}},
+    }
+
+
+AGENTS = {   # scenario, harness flag, install scope, tool names (edit, shell)
+    "claude": (_claude, "--claude", "local", ("Write", "Edit"), "Bash"),
+    "gemini": (_gemini, "--gemini", "project", ("write_file", "replace"), "run_shell_command"),
+    "codex": (_codex, "--codex", "user", ("apply_patch", "apply_patch"), "Bash"),
+}
+
+
+def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
+    """The agent's binary as a person would run it, prompt after prompt: rewind's hooks
+    installed as `rewind hooks install` writes them, the tree kept before the first prompt,
+    a person's edit before the second (README.md) and the third (a new file)."""
+    script = tmp / f"{agent}-wrapped"
+    install = " ".join(map(shlex.quote, [*REWIND, "hooks", "install", agent, "--scope", scope]))
+    count, before = shlex.quote(str(tmp / "invocations")), shlex.quote(str(tmp / "before"))
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "--version" ]; then exec {shlex.quote(real)} "$@"; fi\n'
+        f"{install} --project \"$PWD\" >/dev/null || exit 97\n"
+        f"n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        f'if [ $n = 1 ]; then rm -rf {before}; cp -a "$PWD" {before}; fi\n'
+        'if [ $n = 2 ]; then printf "edited by the person\\n" >> README.md; fi\n'
+        'if [ $n = 3 ]; then printf "mine\\n" > person.txt; fi\n'
+        f'exec {shlex.quote(real)} "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+@pytest.fixture(params=[False, True], ids=["quiet", "busy"])
+def load(request):
+    """Two processes spinning for the whole test (this machine has two cores)."""
+    if not request.param:
+        yield False
+        return
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        yield True
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
+def _changes(proj: Path, n: int) -> dict[str, dict]:
+    shown = json.loads(run_rewind("show", str(n), "--json", cwd=proj, check=0).stdout)
+    return {c["path"]: c for c in shown["changes"]}
+
+
+@pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "watcher"])
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tmp_path):
+    make, flag, scope, (write_tool, edit_tool), shell_tool = AGENTS[agent]
+    if not BINS[agent]:
+        pytest.skip(f"{agent} CLI not installed (see .ci/run)")
+    harness = SHARED / ("realclient" if agent == "claude" else f"realclient-{agent}")
+    if not harness.exists():
+        pytest.skip(f"{harness} is not beside this checkout")
+    scenario = {"description": "rewind's end-to-end matrix", "setup": {"files": SETUP}, **make()}
+    (tmp_path / "scenario.json").write_text(json.dumps(scenario))
+    proj = tmp_path / "proj"
+    env = dict(os.environ, REWIND_WATCH=watch, IS_SANDBOX="1")
+    r = subprocess.run([sys.executable, str(harness / "run_session.py"), flag,
+                        wrapper(tmp_path, agent, BINS[agent], scope), "--project-dir", str(proj), "--fresh",
+                        "--scenario", str(tmp_path / "scenario.json"), "--mode", "resume"],
+                       capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+    skip = (".git",)
+    before, final = fingerprint(tmp_path / "before", skip), fingerprint(proj, skip)
+
+    cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
+    assert [c["kind"] for c in cps] == ["prompt"] * 3 and all(c["agent"] == agent for c in cps)
+    assert [c["prompt"] for c in reversed(cps)] == list(PROMPTS)
+    one, two, three = (_changes(proj, n) for n in (1, 2, 3))
+
+    def by_shell(changes, path, cmd):
+        c = changes[path]
+        assert (c["source"], c["tool"], c["command"]) == ("bash", shell_tool, SHELL[cmd]), (path, c)
+
+    def by_tool(changes, path, tool):
+        c = changes[path]
+        assert (c["source"], c["tool"]) == ("tool", tool), (path, c)
+
+    by_tool(one, "src/shop/pricing/discount.py", write_tool)
+    by_tool(one, "docs/guide/intro.md", write_tool)
+    by_shell(one, "reports/2026/run.txt", "report")
+    assert one["README.md"]["source"] == "external", one["README.md"]
+    by_tool(two, "src/shop/cart.py", edit_tool)
+    by_shell(two, "config/settings.ini", "sed")
+    by_shell(two, "docs/notes.txt", "mvln")
+    by_shell(two, "docs/guide/notes.txt", "mvln")
+    by_shell(two, "cart_link.py", "mvln")
+    assert "symlink" in two["cart_link.py"]["flags"]
+    assert two["person.txt"]["source"] == "external", two["person.txt"]
+    for path in ("build/cache/a.o", "build/out.txt"):
+        by_shell(three, path, "rm")
+    by_shell(three, "partial.log", "fail")
+    others = {p: c["source"] for n in (one, two, three) for p, c in n.items()
+              if c["source"] not in ("tool", "bash") and p not in ("README.md", "person.txt")}
+    assert not others, others
+
+    run_rewind("to", "1", "--yes", cwd=proj, check=0)
+    assert fingerprint(proj, skip) == before
+    run_rewind("undo", "--yes", cwd=proj, check=0)
+    assert fingerprint(proj, skip) == final
+    plan = run_rewind("to", "1", "--dry-run", cwd=proj, check=0).stdout
+    flagged = {line.split()[0] for line in plan.splitlines() if "not written by the agent" in line}
+    assert flagged == {"README.md", "person.txt"}, plan
+    log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
+    assert not log.exists(), log.read_text()
