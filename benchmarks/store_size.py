@@ -7,7 +7,7 @@ measured in one run.
 
 The tree comes from ../shared/bench/make_tree.py (or --make-tree PATH). Each prompt
 rewrites a few lines in K text files chosen by a seeded generator; rewind takes a
-`prompt` checkpoint (the same record() a hook runs, in-process) and the shadow repository
+`prompt` checkpoint (the same capture a hook runs, in-process) and the shadow repository
 commits the same state (GIT_DIR outside the tree, `git add -A`, `git commit`). Then
 `rewind gc` runs and `git gc` packs the shadow. Sizes are apparent bytes (sum of file
 sizes) and allocated bytes (`du`, what the disk really gives up).
@@ -83,7 +83,7 @@ def main() -> int:
     from rewind.catalog.db import Catalog
     from rewind.history.gc import run as gc_run
     from rewind.project import open_project
-    from rewind.capture.snapshot import capture
+    from rewind.capture.working_copy import capture
 
     try:
         subprocess.run([sys.executable, args.make_tree, "gen", str(tree), "--files", str(args.files),

@@ -1,5 +1,7 @@
-"""What a scan must look at: the watcher's dirty set when its word can be taken, else the
-whole tree (and why). See watcher.py for the protocol; this is the hooks' side of it."""
+"""What a scan must look at: a `DirtySource` says. The watcher's dirty set when its word can
+be taken (`WatcherRows`), else the whole tree and why (`FullScan`); tests can hand a scan a
+`Fixed` set. See watch/watcher.py for the protocol; this is the hooks' side of it (the cookie
+`sync` and the shell windows' `mark`)."""
 
 from __future__ import annotations
 
@@ -80,53 +82,80 @@ def mark(project: Project, what: str) -> None:
         pass
 
 
-def plan(project: Project, state: dict, force_full: bool = False) -> ScanPlan:
-    """Inside the project lock: how the next scan goes."""
-    cat = project.catalog
-    if force_full:
-        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
-    row = cat.watcher(project.id)
-    if row is None or row["stopped_ns"] is not None or os.environ.get("REWIND_WATCH") == "0":
-        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
+class FullScan:
+    """The whole tree: no watcher to ask, or a scan that must read everything."""
 
-    def full(reason: str) -> ScanPlan:
-        return ScanPlan(False, reason, {}, cat.last_event_seq(project.id), None)
+    def plan(self, project: Project, state: dict) -> ScanPlan:
+        return ScanPlan(False, None, {}, project.catalog.last_event_seq(project.id), None)
 
-    from rewind.watch import watcher  # only with a watcher row: a hook without one never loads it
-    why = watcher.healthy(row)
-    if why is None and watcher.running(project.home, cat, project.id) is None:
-        why = "the watcher is not running"
-    if why == watcher.STARTING or (why is None and (
-            not state.get("last_tree") or (state.get("scan_start_ns") or 0) < row["ready_ns"])):
-        # warming up: this full scan is the base the watcher's events build on (no fallback)
-        return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
-    if why is not None:
-        return full(why)
-    last = _json(state.get("last_stats")) or {}
-    if last.get("exclude", EXCLUDE_UNKNOWN) != exclude_signature(project.root):
-        # not watched (.git/ is not), so looked at: one stat a hook
-        return full(".git/info/exclude changed")
-    if last.get("hardlinks_over"):
-        return full(f"over {MAX_HARDLINKS} files with other links (a write through another name "
-                    "makes no event here)")
-    upto = sync(project)
-    if upto is None:
-        return full(f"the watcher did not answer within {COOKIE_TIMEOUT_S:g} s")
-    # a file with other links can be written through a name outside the project, which the
-    # watcher never sees: each is looked at again, every time
-    dirty: dict[str, str] = {p: "m" for p in last.get("hardlinks", [])}
-    events: dict[str, tuple[str, int, str | None]] = {}
-    for path, kind, ts, writer in cat.events(project.id, state.get("consumed_seq") or 0, upto):
-        if kind == ANCHOR:
-            reason = ("events were lost (inotify queue overflow or watch limit)" if path == ""
-                      else "a shell window's marker could not be written" if path == "\0marker"
-                      else ".git/info/exclude changed" if path == ".git/info/exclude"
-                      else f"an ignore file changed ({path})")
-            return ScanPlan(False, reason, {}, upto, None)
-        if kind == "c" or path not in dirty:
-            dirty[path] = kind
-        events[path] = (dirty[path], ts, writer)
-    return ScanPlan(True, None, dirty, upto, events)
+
+class Fixed:
+    """A dirty set given outright (`path -> "m" | "c"`, with the watcher's `events` if any,
+    `path -> (kind, time, writer)`): incremental scans and attribution on a set the caller
+    chose, without an inotify thread. The watcher's rows are left for the next scan."""
+
+    def __init__(self, dirty: dict[str, str], events: dict[str, tuple] | None = None):
+        self.dirty, self.events = dirty, events
+
+    def plan(self, project: Project, state: dict) -> ScanPlan:
+        if not state.get("last_tree"):
+            return FULL.plan(project, state)     # nothing to build on yet
+        return ScanPlan(True, None, dict(self.dirty), state.get("consumed_seq") or 0, self.events)
+
+
+class WatcherRows:
+    """The watcher's events since the last scan, when its word can be taken (running,
+    healthy, caught up with a cookie, nothing lost); else the whole tree, and why."""
+
+    def plan(self, project: Project, state: dict) -> ScanPlan:
+        """Inside the project lock: how the next scan goes."""
+        cat = project.catalog
+        row = cat.watcher(project.id)
+        if row is None or row["stopped_ns"] is not None or os.environ.get("REWIND_WATCH") == "0":
+            return FULL.plan(project, state)
+
+        def full(reason: str) -> ScanPlan:
+            return ScanPlan(False, reason, {}, cat.last_event_seq(project.id), None)
+
+        from rewind.watch import watcher  # only with a watcher row: a hook without one never loads it
+        why = watcher.healthy(row)
+        if why is None and watcher.running(project.home, cat, project.id) is None:
+            why = "the watcher is not running"
+        if why == watcher.STARTING or (why is None and (
+                not state.get("last_tree") or (state.get("scan_start_ns") or 0) < row["ready_ns"])):
+            # warming up: this full scan is the base the watcher's events build on (no fallback)
+            return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
+        if why is not None:
+            return full(why)
+        last = _json(state.get("last_stats")) or {}
+        if last.get("exclude", EXCLUDE_UNKNOWN) != exclude_signature(project.root):
+            # not watched (.git/ is not), so looked at: one stat a hook
+            return full(".git/info/exclude changed")
+        if last.get("hardlinks_over"):
+            return full(f"over {MAX_HARDLINKS} files with other links (a write through another name "
+                        "makes no event here)")
+        upto = sync(project)
+        if upto is None:
+            return full(f"the watcher did not answer within {COOKIE_TIMEOUT_S:g} s")
+        # a file with other links can be written through a name outside the project, which the
+        # watcher never sees: each is looked at again, every time
+        dirty: dict[str, str] = {p: "m" for p in last.get("hardlinks", [])}
+        events: dict[str, tuple[str, int, str | None]] = {}
+        for path, kind, ts, writer in cat.events(project.id, state.get("consumed_seq") or 0, upto):
+            if kind == ANCHOR:
+                reason = ("events were lost (inotify queue overflow or watch limit)" if path == ""
+                          else "a shell window's marker could not be written" if path == "\0marker"
+                          else ".git/info/exclude changed" if path == ".git/info/exclude"
+                          else f"an ignore file changed ({path})")
+                return ScanPlan(False, reason, {}, upto, None)
+            if kind == "c" or path not in dirty:
+                dirty[path] = kind
+            events[path] = (dirty[path], ts, writer)
+        return ScanPlan(True, None, dirty, upto, events)
+
+
+FULL = FullScan()
+WATCHER = WatcherRows()
 
 
 MAX_HARDLINKS = 2000

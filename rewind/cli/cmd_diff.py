@@ -12,7 +12,7 @@ from rewind.cli import render
 from rewind.diff import change_rows, diff_trees, path_filter
 from rewind.errors import CorruptObject, RewindError
 from rewind.capture.snapshot import TreeLoader
-from rewind.capture.snapshot import changes_under
+from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import working_scan
 from rewind.store.tree import LARGE
 from rewind.store.tree import LINK

@@ -14,7 +14,7 @@ from rewind.catalog.db import ChangeRow
 from rewind.catalog.db import Checkpoint
 from rewind.errors import NotInProject
 from rewind.project import open_catalog, open_project
-from rewind.capture.snapshot import changes_under
+from rewind.capture.changes import changes_under
 from rewind.cli.json_shapes import checkpoint_json
 from rewind.cli.common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint, note_hidden, warn_hook_failures
 

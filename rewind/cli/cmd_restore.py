@@ -14,7 +14,7 @@ from rewind.history.restore import RestorePlan
 from rewind.history.restore import plan_for_display
 from rewind.history.restore import restore
 from rewind.history.restore import undo
-from rewind.capture.snapshot import changes_under
+from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import working_scan
 from rewind.cli import PATHS_REF
 from rewind.cli.cmd_list import describe

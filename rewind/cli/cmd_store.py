@@ -12,7 +12,7 @@ from rewind.history.verify import damaged_checkpoints
 from rewind.history.verify import verify
 from rewind.errors import RewindError
 from rewind.project import open_catalog, open_project
-from rewind.capture.snapshot import capture
+from rewind.capture.working_copy import capture
 from rewind.cli.cmd_watch import print_watcher, watcher_view
 from rewind.cli.common import project_for, project_settings, report_recovery
 

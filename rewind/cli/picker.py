@@ -18,7 +18,7 @@ from rewind.diff import diff_trees
 from rewind.history.restore import plan_for_display
 from rewind.history.restore import restore
 from rewind.capture.snapshot import TreeLoader
-from rewind.capture.snapshot import changes_under
+from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import working_scan
 
 

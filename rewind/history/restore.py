@@ -29,12 +29,11 @@ from rewind.diff import path_selector
 from rewind.errors import CheckpointNotFound, RewindError
 from rewind.fsutil import atomic_write, ensure_private_dir, read_fd, write_all
 from rewind.capture.ignore import IgnoreRules
-from rewind.lock import project_lock
 from rewind.store.objects import digest_of
 from rewind.project import Project
 from rewind.capture.scan import ScanResult
 from rewind.capture.snapshot import TreeLoader
-from rewind.capture.snapshot import record
+from rewind.capture.working_copy import FORCED_REWIND, Commit, Scan
 from rewind.capture.snapshot import working_scan
 from rewind.store.tree import DIR
 from rewind.store.tree import FILE
@@ -465,13 +464,15 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
     verify every object, apply. `before_apply(plan, scan)` sees the plan before anything is
     written (it may raise to stop); with `skip_if_empty` an empty plan takes no checkpoint
     and returns (None, plan, 0). Returns (safety checkpoint, plan applied, operations done)."""
-    with project_lock(project.home, project.id, timeout=lock_timeout):
+    with project.locked(lock_timeout) as wc:
         recover(project)
         if project.catalog.checkpoint(project.id, target.number) is None:
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
                                      hint="the ring or the retention removed it; `rewind list` shows what is left")
         scan_ns = time.time_ns()
-        _, current, _ = record(project, None, locked=True, full=True, progress=progress)
+        scanned = wc.scan(Scan.full(progress))
+        wc.commit(scanned)
+        current = scanned.result
         plan = plan_restore(project, target, current, paths)
         if before_apply is not None:
             before_apply(plan, current)
@@ -500,9 +501,9 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         # catalog rows) before the first write, a power cut included. It evicts nothing until
         # the restore has written something (a restore that fails first leaves the ring).
         with project.catalog.durable():
-            safety, _, _ = record(project, "rewind", restore_target=target.number, locked=True, touched={},
-                                  message=("undo" if is_undo else f"before rewind to {target.number}"),
-                                  settings=None)
+            safety = wc.commit(wc.scan(Scan.nothing()), Commit(
+                "rewind", restore_target=target.number, settings=None,
+                message=("undo" if is_undo else f"before rewind to {target.number}")))
             with project.catalog.transaction():
                 project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
                                                plan.touched(), iso_now())
@@ -523,8 +524,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         os.unlink(jpath)
         # what the restore wrote is attributed to it; only those paths are read again
         touched = {op.path: ("c" if op.action == "mkdir" else "m") for op in plan.ops}
-        record(project, None, locked=True, forced=("rewind", None, None, None), touched=touched,
-               hints=written)
+        wc.commit(wc.scan(Scan.written(touched, hints=written, by=FORCED_REWIND)))
         _enforce_ring(project)
         return safety, plan, done
 

@@ -23,11 +23,15 @@ from rewind.store.objects import digest_of
 from rewind.project import Project, open_catalog, resolve_root
 
 
-def record(*args, **kw):
-    """snapshot.record, imported when a scan is due: an edit tool's hooks never scan, and
-    the scan's modules (and the watcher's, through dirty) are most of a hook's imports."""
-    from rewind.capture.snapshot import record as scan_and_record
-    return scan_and_record(*args, **kw)
+def scan(project: Project, checkpoint: dict | None = None):
+    """Scan the tree (the watcher's dirty set, or whole) and commit it; with `checkpoint`
+    (the fields of a `Commit`), the checkpoint of it. Returns (checkpoint or None, the scan's
+    time). The capture modules are imported here, when a scan is due: an edit tool's hooks
+    never scan, and they (and the watcher's, through dirty) are most of a hook's imports."""
+    from rewind.capture.working_copy import Commit, Scan, locked
+    with locked(project, SCAN_LOCK_TIMEOUT) as wc:
+        scanned = wc.scan(Scan.auto())
+        return wc.commit(scanned, Commit(**checkpoint) if checkpoint else None), scanned.stamp
 
 SCAN_LOCK_TIMEOUT = 60.0
 
@@ -142,12 +146,11 @@ def _dispatch(project: Project, ev: Event) -> str:
         meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
                 "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
         _close_windows(project, ev)
-        cp, _, _ = record(project, "prompt", message=ev.prompt, meta=meta, lock_timeout=SCAN_LOCK_TIMEOUT,
-                          settings=settings)
+        cp, _ = scan(project, dict(kind="prompt", message=ev.prompt, meta=meta, settings=settings))
         return f"checkpoint {cp.number}"
     if ev.kind == "stop":
         _close_windows(project, ev, ev.stop_scope)
-        record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+        scan(project)
         return "turn closed"
     if ev.kind == "file_edited":
         return _edited(project, ev)
@@ -189,7 +192,7 @@ def _shell(project: Project, ev: Event) -> str:
     from rewind.capture.procs import last_pid
     db = project.catalog.db
     if ev.kind == "pre_tool":
-        _, _, stamp = record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+        _, stamp = scan(project)
         agent, chain = hook_chain()
         with project.catalog.transaction():
             wid = db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
@@ -205,7 +208,7 @@ def _shell(project: Project, ev: Event) -> str:
                        (time.time_ns(), int(ev.failed), wid))
     if wid is not None:
         mark(project, f"close-{wid}")
-    record(project, None, lock_timeout=SCAN_LOCK_TIMEOUT)
+    scan(project)
     return "shell window closed"
 
 

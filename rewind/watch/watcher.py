@@ -448,11 +448,12 @@ class Watcher:
         """A full scan right after the watches are in place: the base every later
         incremental scan builds on (the first snapshot of a big tree, off the hooks' time)."""
         from rewind.project import open_project
-        from rewind.capture.snapshot import record
+        from rewind.capture.working_copy import Scan, locked
         try:
             project = open_project(self.root, create=True)
             try:
-                record(project, None, lock_timeout=120.0, baseline=True)
+                with locked(project, 120.0) as wc:
+                    wc.commit(wc.scan(Scan.baseline()))
             finally:
                 project.close()
         except Exception as e:

@@ -6,7 +6,7 @@ import os
 import time
 
 from helpers import age_files, project, write
-from rewind.capture.snapshot import capture
+from rewind.capture.working_copy import capture
 
 
 def test_a_second_save_of_an_unchanged_10000_file_tree_reads_no_file(tmp_path):

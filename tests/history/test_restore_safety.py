@@ -11,7 +11,7 @@ from rewind.errors import RewindError
 from rewind.history.restore import plan_for_display
 from rewind.history.restore import recover
 from rewind.history.restore import restore
-from rewind.capture.snapshot import capture
+from rewind.capture.working_copy import capture
 
 
 def test_a_symlink_planted_since_the_checkpoint_cannot_redirect_the_restore(tmp_path):

@@ -23,7 +23,7 @@ from rewind.cli.replay import hook_in_process
 from rewind.history.restore import restore
 from rewind.retention import CheckpointAge, decide
 from rewind.store.objects import Store
-from rewind.capture.snapshot import capture
+from rewind.capture.working_copy import capture
 from rewind.store.tree import DIR
 from rewind.store.tree import LARGE
 
@@ -386,7 +386,7 @@ WORKER = r"""
 import os, sys, random, time
 sys.path.insert(0, {src!r})
 from rewind.project import open_project
-from rewind.capture.snapshot import capture
+from rewind.capture.working_copy import capture
 root, k, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(k)
 proj = open_project(root, create=True)
@@ -446,7 +446,7 @@ import os, sys, time
 sys.path.insert(0, {src!r})
 import rewind.store.objects as objects
 from rewind.project import open_project
-from rewind.capture.snapshot import capture
+from rewind.capture.working_copy import capture
 root, home, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for f in range(n):
     with open(os.path.join(root, "late", f"{{f}}.txt"), "w") as fh:
@@ -521,12 +521,13 @@ def test_a_damaged_tree_seen_first_under_a_cache_root_still_stops_gc_once_a_chec
     read it again and stop gc before anything is deleted."""
     from rewind.catalog.db import Catalog
     from rewind.errors import RewindError
-    from rewind.capture.snapshot import record
+    from rewind.capture.working_copy import Scan
     home = os.environ["REWIND_HOME"]
     root = tmp_path / "proj"
     write(root, "d/a.txt", "a\n")
     proj = project(root)
-    record(proj, None)                          # a scan, no checkpoint: the caches name d/'s tree
+    with proj.locked() as wc:                   # a scan, no checkpoint: the caches name d/'s tree
+        wc.commit(wc.scan(Scan.auto()))
     sub = treemod.parse(Store(home).get(proj.catalog.state(proj.id)[0]))["d"].oid
     path = Store(home).path(sub)
     os.chmod(path, 0o600)

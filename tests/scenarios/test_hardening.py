@@ -252,7 +252,7 @@ def test_a_same_size_edit_in_the_scans_own_second_is_captured_on_a_whole_second_
     racy rule must compare with the project filesystem's clock, not the store's."""
     from helpers import project
     from rewind.capture.snapshot import TreeLoader
-    from rewind.capture.snapshot import capture
+    from rewind.capture.working_copy import capture
     root = coarse / "proj"
     write(root, "f.txt", "aaaa")
     for _ in range(5):

@@ -1,0 +1,190 @@
+"""Attribution: who made each change of a segment (the changes between two scans).
+
+Attribution at hook granularity: every scan closes a *segment* (from the previous scan to
+now). The tool windows open across a segment say who made its changes: one shell window
+-> `bash` with its command; several -> `bash`, flagged `ambiguous`; an edit tool's target
+whose content is what the tool wrote -> `tool`; no window -> `external` (or `unknown` in a
+project no agent hook has ever reported on). Segments are stored as observations; when
+the next checkpoint is taken, each changed path takes its latest observation.
+
+With the watcher, each change is placed in its event stream against the shell windows'
+markers (`writer`), and a change inside an open shell window is the command's unless the
+pid account shows the command could not have made it (procs.py).
+
+A source is the tuple (source, tool, command, session_id, flags).
+"""
+
+from __future__ import annotations
+
+from rewind.catalog.db import ChangeRow, Checkpoint
+from rewind.project import Project
+
+
+def shell_source(shells: list[dict]) -> tuple | None:
+    """The source for a change these open shell windows explain: the one command, or all of
+    them flagged `ambiguous`; None without a window."""
+    if len(shells) == 1:
+        w = shells[0]
+        return "bash", w["tool"], w["command"], w["session_id"], []
+    if shells:
+        return ("bash", shells[0]["tool"], " | ".join(w["command"] or "" for w in shells), None,
+                ["ambiguous"])
+    return None
+
+
+def default_source(project: Project, windows: list[dict], since_ns: int, since_start: int | None = None) -> tuple:
+    """(source, tool, command, session_id, flags) for a change the watcher did not place in
+    time: the shell windows open across the segment (opened by its start, not closed before
+    the scan that began it started: that scan may have read a directory before the command
+    wrote there, and a window is closed right before the scan that ends its segment), else
+    outside every window."""
+    closed_after = since_ns if since_start is None else min(since_ns, since_start)
+    shell = shell_source([w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= since_ns
+                           and (w["closed_ns"] is None or w["closed_ns"] > closed_after)])
+    if shell is not None:
+        return shell
+    if project.catalog.has_sessions(project.id):
+        return "external", None, None, None, []
+    return "unknown", None, None, None, []
+
+
+def event_of(events: dict[str, tuple], path: str) -> tuple[int, str | None] | None:
+    """When the watcher saw `path` change (and which shell windows could explain it): its
+    own latest event, else the nearest ancestor created or moved in (a directory moved as a
+    whole reports no event for its contents)."""
+    own = events.get(path)
+    if own is not None:
+        return own[1], own[2]
+    while path:
+        path = path.rpartition("/")[0]
+        e = events.get(path)
+        if e is not None and e[0] == "c":
+            return e[1], e[2]
+    return None
+
+
+def source_at(project: Project, windows: list[dict], row: ChangeRow, ts: int, writer: str | None,
+               anyone: tuple) -> tuple:
+    """The source of a change the watcher read at `ts`:
+    - the edit tool whose target it is, if its window was open by then and is still open,
+      or the file holds what the tool wrote (the tool's own write may be read late);
+    - else the shell windows the watcher named for it (`writer` "w:ID,..."): those open at
+      the change's place in its event stream whose command could have made it (procs.py);
+      a window closed before this segment began is a stale name (its close marker was lost);
+    - else outside every window.
+    `writer` "cmd"/"none" come from a watcher of an earlier version (timestamps)."""
+    for w in reversed(windows):
+        if w["kind"] == "tool" and w["target"] == row.path and w["opened_ns"] <= ts and (
+                w["closed_ns"] is None or ts <= w["closed_ns"] or w["post_oid"] == (row.new_oid or "")):
+            return "tool", w["tool"], None, w["session_id"], []
+    if writer is not None and writer.startswith("w:"):
+        ids = {int(x) for x in writer[2:].split(",") if x.isdigit()}
+        shell = shell_source([w for w in windows if w["kind"] == "bash" and w["id"] in ids])
+        return shell if shell is not None else anyone
+    if writer != "cmd":
+        return anyone
+    shell = shell_source([w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= ts
+                           and (w["closed_ns"] is None or ts <= w["closed_ns"])])
+    return shell if shell is not None else anyone
+
+
+def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
+                      forced: tuple | None = None,
+                      events: dict[str, tuple] | None = None, since_start: int | None = None) -> None:
+    """Give each change of one segment its source (see the module docstring). With the
+    watcher's `events`, each change is placed in time against the tool windows."""
+    if forced is not None:
+        for r in rows:
+            r.source, r.tool, r.command, r.session_id = forced
+        return
+    windows = project.catalog.open_windows(project.id)
+    default = default_source(project, windows, since_ns, since_start)
+    anyone = (("external" if project.catalog.has_sessions(project.id) else "unknown"),
+              None, None, None, []) if events is not None else None
+    edits: dict[str, list[dict]] = {}
+    for w in windows:
+        if w["kind"] == "tool" and w["target"] is not None:
+            edits.setdefault(w["target"], []).append(w)
+    for r in rows:
+        source = default
+        seen = event_of(events, r.path) if events is not None else None
+        if seen is not None:
+            source = source_at(project, windows, r, seen[0], seen[1], anyone)
+        else:
+            for w in reversed(edits.get(r.path, [])):
+                if w["closed_ns"] is None or w["post_oid"] == (r.new_oid or ""):
+                    source = ("tool", w["tool"], None, w["session_id"], [])
+                    break
+        r.source, r.tool, r.command, r.session_id = source[:4]
+        r.flags = r.flags + [f for f in source[4] if f not in r.flags]
+
+
+def apply_observations(rows: list[ChangeRow], obs: dict[str, tuple]) -> list[ChangeRow]:
+    """Sources from the latest observation of each path; observations of paths no tree
+    holds (an edit outside the project, an ignored path) become rows of their own."""
+    seen = set()
+    for r in rows:
+        o = obs.get(r.path)
+        seen.add(r.path)
+        if o is None:
+            continue
+        r.source, r.tool, r.command, r.session_id = o[:4]
+        r.flags += [f for f in o[4].split(",") if f and f not in r.flags]
+    extra = []
+    for path, o in obs.items():
+        flags = [f for f in o[4].split(",") if f]
+        if path not in seen and ("outside" in flags or "ignored" in flags):
+            extra.append(ChangeRow(path=path, status="modified", old_kind=None, new_kind=None,
+                                   old_mode=None, new_mode=None, old_oid=None, new_oid=None,
+                                   old_size=None, new_size=None, source=o[0], tool=o[1],
+                                   command=o[2], session_id=o[3], flags=flags))
+    return rows + extra
+
+
+def git_moved(prev: Checkpoint, cp: Checkpoint) -> bool:
+    return (prev.git_head, prev.git_branch) != (cp.git_head, cp.git_branch) and \
+        not (prev.git_head is None and cp.git_head is None)
+
+
+def git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tuple) -> ChangeRow:
+    return ChangeRow(path=".git/HEAD", status="modified", old_kind=None, new_kind=None,
+                     old_mode=None, new_mode=None, old_oid=prev.git_head, new_oid=head,
+                     old_size=None, new_size=None, source=source[0], tool=source[1],
+                     command=source[2], session_id=source[3], flags=["git"])
+
+
+def fallback_rewind(project: Project, cp: Checkpoint, rows: list[ChangeRow]) -> None:
+    """Without an observation, what a rewind's plan touched is `rewind`."""
+    if cp.kind != "rewind":
+        return
+    made = project.catalog.restore_made(project.id, cp.number)
+    if made is None:
+        return
+    restored = set(made[1] or [])
+    for row in rows:
+        if row.source == "unknown" and (row.path in restored
+                                        or any(row.path.startswith(p + "/") for p in restored)):
+            row.source = "rewind"
+
+
+def restored_authors(project: Project, cp: Checkpoint, rows: list[ChangeRow]) -> None:
+    """A rewind's changes stay `rewind`; each also names who wrote the content it put back:
+    the author of that path's content in the checkpoint restored (its newest change before
+    it, itself followed back through earlier restores), so that after `to` and `undo` a
+    person's edit put back is still the person's."""
+    if cp.kind != "rewind" or cp.restore_target is None:
+        return
+    target = cp.restore_target
+    for row in rows:
+        if row.source != "rewind" or row.status == "deleted" or row.restored:
+            continue
+        before = project.catalog.latest_change(project.id, row.path, target)
+        if before is not None and before.source == "rewind":
+            row.restored = dict(before.restored or {"source": None, "tool": None, "command": None,
+                                                    "session_id": None}, checkpoint=target)
+        else:
+            row.restored = {"checkpoint": target,
+                            "source": before.source if before is not None else None,
+                            "tool": before.tool if before is not None else None,
+                            "command": before.command if before is not None else None,
+                            "session_id": before.session_id if before is not None else None}

@@ -1,0 +1,278 @@
+"""Capture through a locked working copy (jj's `LockedWorkingCopy`):
+
+    with project.locked(timeout) as wc:
+        scanned = wc.scan(Scan.auto())          # objects durable, changes attributed
+        cp = wc.commit(scanned, Commit("prompt", message=prompt))   # or wc.commit(scanned)
+
+`scan` reads the tree into objects (flushed before it returns), and attributes the segment of
+changes since the previous scan; `commit` writes, in one transaction, the segment's
+observations, the checkpoint row when one is asked for, the stat cache and the scan state.
+Write order is objects first, catalog rows last: a checkpoint exists once its row commits,
+and every object it names is on disk by then.
+
+A scan is a named request (`Scan`), one per way rewind reads the tree:
+- `Scan.auto()`: the watcher's dirty set when its word can be taken, else the whole tree;
+- `Scan.full()`: the whole tree, whatever the watcher says (a restore needs every path);
+- `Scan.baseline()`: the watcher's own first scan, the base its events build on;
+- `Scan.touched(paths, hints, by)`: only `paths` (what a restore just wrote) are read again,
+  the watcher's events stay for the next scan; `hints` are stat-cache entries of the files
+  written, trusted as any cache entry; `by` gives every change one source (`rewind`);
+- `Scan.nothing()`: nothing is read: the tree of the previous scan, with its figures (the
+  safety checkpoint of a restore, committed right after the restore's full scan).
+Each request may carry a `source` (a `DirtySource`), which says what may have changed: by
+default the watcher's rows (`WatcherRows`), else `FullScan`, or a `Fixed` set in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+
+from rewind import config
+from rewind.capture import dirty as dirtymod
+from rewind.capture.attribution import (apply_observations, attribute_segment, default_source,
+                                        fallback_rewind, git_moved, git_row, restored_authors)
+from rewind.capture.ignore import exclude_signature
+from rewind.capture.scan import ScanResult, scan, scan_dirty
+from rewind.capture.changes import binary_in
+from rewind.capture.snapshot import Hinted, TreeLoader, examined_by, keep_hints, project_clock
+from rewind.catalog.db import ChangeRow, Checkpoint
+from rewind.clock import iso, now_ns
+from rewind.diff import change_rows, diff_trees
+from rewind.errors import CorruptObject
+from rewind.lock import project_lock
+from rewind.project import Project, git_state
+from rewind.retention import enforce
+from rewind.structs import dataclass
+
+FORCED_REWIND = ("rewind", None, None, None)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What to read of the tree (see the module docstring)."""
+    mode: str                               # auto | full | baseline | touched | nothing
+    touched: dict[str, str] | None = None   # touched: path -> "m" | "c", as the watcher's events
+    hints: dict[str, tuple] | None = None   # touched: stat-cache rows of the files written
+    by: tuple | None = None                 # every change's (source, tool, command, session_id)
+    progress: object = None                 # a callable ticked per file (full scans)
+    source: object = None                   # a DirtySource; None: the watcher's rows
+
+    @classmethod
+    def auto(cls, source=None) -> "Scan":
+        return cls("auto", source=source)
+
+    @classmethod
+    def full(cls, progress=None) -> "Scan":
+        return cls("full", progress=progress)
+
+    @classmethod
+    def baseline(cls) -> "Scan":
+        return cls("baseline")
+
+    @classmethod
+    def written(cls, paths: dict[str, str], hints: dict[str, tuple] | None = None,
+                      by: tuple | None = None) -> "Scan":
+        return cls("touched", touched=paths, hints=hints, by=by)
+
+    @classmethod
+    def nothing(cls) -> "Scan":
+        return cls("touched", touched={})
+
+
+@dataclass(frozen=True)
+class Commit:
+    """The checkpoint a commit takes: its kind and what the catalog keeps beside the tree.
+    `settings` are the ring and retention enforced after it (config.LOAD: read the project's;
+    None: enforce nothing, the caller does it later)."""
+    kind: str
+    message: str | None = None
+    meta: dict | None = None
+    restore_target: int | None = None
+    settings: object = config.LOAD
+
+
+@dataclass
+class Scanned:
+    """A scan's outcome, objects durable, not yet in the catalog."""
+    request: Scan
+    plan: dirtymod.ScanPlan
+    state: dict
+    result: ScanResult
+    load: TreeLoader
+    stats: dict
+    segment: list
+    prev: Checkpoint | None
+    scan_start: int
+    stamp: int
+
+
+class WorkingCopy:
+    """The project's tree, read and committed under the project lock (see `Project.locked`)."""
+
+    def __init__(self, project: Project):
+        self.project = project
+
+    def scan(self, request: Scan) -> Scanned:
+        project = self.project
+        store, catalog = project.store, project.catalog
+        state = catalog.scan_state(project.id)
+        touched, hints = request.touched, request.hints
+        if touched is not None and state["last_tree"]:
+            plan = dirtymod.ScanPlan(True, None, touched, state.get("consumed_seq") or 0, None)
+        else:
+            touched = None
+            source = request.source or (dirtymod.FULL if request.mode in ("full", "baseline")
+                                        else dirtymod.WATCHER)
+            plan = source.plan(project, state)
+        last_tree, last_ns = state["last_tree"], state["last_scan_ns"] or 0
+        load = TreeLoader(store)
+        fs_now = project_clock(project.root, store)
+        scan_start = time.time_ns()
+        damaged = catalog.damaged()
+        if damaged and plan.quick:
+            # a quick scan keeps unchanged subtrees as they were, damaged objects and all
+            plan = dirtymod.ScanPlan(False, "objects found damaged are stored afresh", {}, plan.upto, None)
+        try:
+            if plan.quick:
+                cache = catalog.statcache_lookup(project.id)
+                if hints:
+                    hints = {p: h for p, h in hints.items() if h[2] < fs_now}   # git's racy rule
+                    cache = Hinted(cache, hints)
+                try:
+                    result = scan_dirty(project.root, store, cache, fs_now, last_tree, load, plan.dirty)
+                    if hints:
+                        keep_hints(result, load, hints)
+                except CorruptObject as e:
+                    # the last tree is damaged: a full scan needs none of it
+                    store.discard()
+                    damaged = damaged | {e.digest}
+                    plan = dirtymod.ScanPlan(False, f"a tree of the last scan is damaged ({e.digest[:12]})",
+                                             {}, plan.upto, None)
+            if not plan.quick:
+                result = scan(project.root, store, catalog.load_statcache(project.id), fs_now,
+                              progress=request.progress, damaged=damaged)
+            store.flush()
+        except BaseException:
+            store.discard()
+            raise
+        stamp = time.time_ns()
+        prev = catalog.latest(project.id, hidden=True)
+        if last_tree is None and prev is not None:
+            last_tree = prev.tree
+        load.cache.update(result.trees)
+        stats = result.stats.to_json()
+        last_stats = _json(state["last_stats"])
+        if touched == {}:                 # nothing read: the checkpoint of the last scan, its figures
+            stats = last_stats or stats
+        else:
+            if plan.quick:
+                stats = dirtymod.merge_stats(project.root, last_stats, stats, result.listed or [])
+            dirtymod.note_hardlinks(stats, result.hardlinks, last_stats,
+                                    examined_by(plan.dirty) if plan.quick else None)
+            stats["exclude"] = exclude_signature(project.root)
+        segment: list[ChangeRow] = []
+        if last_tree is not None and last_tree != result.root:
+            try:
+                segment = change_rows(list(diff_trees(load, last_tree, result.root)))
+            except CorruptObject:
+                segment = []       # the last scan's tree is damaged: what changed since is unknown
+            attribute_segment(project, segment, last_ns, request.by, plan.events,
+                              state.get("scan_start_ns") or None)
+        return Scanned(request=Scan(request.mode, touched, hints, request.by, request.progress, request.source),
+                       plan=plan, state=state, result=result, load=load, stats=stats, segment=segment,
+                       prev=prev, scan_start=scan_start, stamp=stamp)
+
+    def commit(self, scanned: Scanned, checkpoint: Commit | None = None) -> Checkpoint | None:
+        """The scan's rows in one transaction; with `checkpoint`, the checkpoint of its tree."""
+        project = self.project
+        store, catalog = project.store, project.catalog
+        result, prev, plan, state, stamp = scanned.result, scanned.prev, scanned.plan, scanned.state, scanned.stamp
+        touched = scanned.request.touched
+        cp = None
+        settings = None
+        if checkpoint is not None:
+            settings = checkpoint.settings
+            if settings is config.LOAD:
+                settings = config.load_quietly(project.root)
+            head, branch = git_state(project.root)
+            created = now_ns()
+            cp = Checkpoint(project_id=project.id, number=0, kind=checkpoint.kind, created_at=iso(created),
+                            created_ns=created, tree=result.root, message=checkpoint.message, git_head=head,
+                            git_branch=branch, restore_target=checkpoint.restore_target,
+                            stats=scanned.stats, **(checkpoint.meta or {}))
+        rows: list[ChangeRow] = []
+        unknown = None
+        if cp is not None and prev is not None:
+            try:
+                pairs = list(diff_trees(scanned.load, prev.tree, result.root))
+            except CorruptObject as e:
+                # the previous checkpoint's tree is damaged: this checkpoint is taken all the
+                # same (damage stays local); what changed between the two is unknown
+                pairs = []
+                unknown = f"its tree is damaged ({e.digest[:12]}): what changed after it is unknown"
+            rows = change_rows(pairs, binary_in(store), result.hardlinks)
+        last_ns = state["last_scan_ns"] or 0
+        scan_start = scanned.scan_start
+        with catalog.transaction():
+            base = prev.number if prev else None
+            if scanned.segment:
+                catalog.insert_observations(project.id, base, scanned.segment, stamp)
+            if cp is not None:
+                if prev is not None:
+                    rows = apply_observations(rows, catalog.observations(project.id, base))
+                    fallback_rewind(project, prev, rows)
+                    restored_authors(project, prev, rows)
+                    if git_moved(prev, cp):
+                        source = default_source(project, catalog.open_windows(project.id), last_ns)
+                        rows.append(git_row(prev, cp.git_head, cp.git_branch, source))
+                cp.number = catalog.allocate_number(project.id)
+                catalog.insert_checkpoint(cp)
+                if prev is not None:
+                    catalog.insert_changes(project.id, prev.number, rows)
+                    if unknown:
+                        catalog.set_stats(project.id, prev.number, dict(prev.stats, changes_unknown=unknown))
+                if settings is not None:
+                    enforce(catalog, project.id, settings, cp.created_ns)
+            catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed,
+                                     result.removed_prefixes)
+            if result.mended:
+                catalog.clear_damaged(result.mended)
+            counts = {} if touched is not None else {"quick_scans": state["quick_scans"] + 1} if plan.quick \
+                else {"full_scans": state["full_scans"] + 1}
+            if plan.reason:
+                counts.update(fallbacks=state["fallbacks"] + 1, fallback=plan.reason, fallback_ns=stamp)
+            if touched is not None:        # the base the watcher's events build on is still the last full one
+                scan_start = state["scan_start_ns"] or 0
+            catalog.set_state(project.id, result.root, stamp, scan_start_ns=scan_start,
+                              consumed_seq=plan.upto, last_stats=json.dumps(scanned.stats), **counts)
+            catalog.db.execute("DELETE FROM watch_events WHERE project_id=? AND seq<=?", (project.id, plan.upto))
+        if plan.reason:
+            from rewind.log import log
+            log(f"{project.root}: full scan: {plan.reason}")
+        return cp
+
+
+@contextmanager
+def locked(project: Project, timeout: float = 30.0):
+    """The project's working copy, under its lock (`StoreLocked` after `timeout` seconds)."""
+    with project_lock(project.home, project.id, timeout=timeout):
+        yield WorkingCopy(project)
+
+
+def capture(project: Project, kind: str, *, message: str | None = None, meta: dict | None = None,
+            full: bool = False, progress=None, settings=config.LOAD,
+            lock_timeout: float = 30.0) -> tuple[Checkpoint, ScanResult]:
+    """Take a checkpoint of the project's tree: scan (whole with `full`), commit."""
+    with locked(project, lock_timeout) as wc:
+        scanned = wc.scan(Scan.full(progress) if full else Scan("auto", progress=progress))
+        cp = wc.commit(scanned, Commit(kind, message=message, meta=meta, settings=settings))
+    return cp, scanned.result
+
+
+def _json(text: str | None) -> dict | None:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
