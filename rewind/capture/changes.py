@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 
 from rewind.capture.attribution import apply_observations, attribute_segment, fallback_rewind, restored_authors
-from rewind.capture.snapshot import TreeLoader, working_scan
+from rewind.capture.snapshot import TreeLoader, blob_binary, working_scan
 from rewind.capture.scan import ScanResult
 from rewind.catalog.db import ChangeRow, Checkpoint
 from rewind.diff import change_rows, diff_trees
 from rewind.errors import CorruptObject
 from rewind.project import Project
 from rewind.store.objects import Store
-from rewind.store.tree import FILE, Entry
+from rewind.store.tree import FILE
 
 
 def live_changes(project: Project, cp: Checkpoint,
@@ -25,7 +25,7 @@ def live_changes(project: Project, cp: Checkpoint,
     pairs = list(diff_trees(load, cp.tree, result.root))
     rows = change_rows(pairs, None, result.hardlinks)
     for row, (path, old, new) in zip(rows, pairs):
-        if (old is not None and old.kind == FILE and _blob_binary(project.store, old.oid)) or \
+        if (old is not None and old.kind == FILE and blob_binary(project.store, old.oid)) or \
                 (new is not None and new.kind == FILE and _file_binary(project.store, new.oid,
                                                                        os.path.join(project.root, path))):
             row.flags.append("binary")
@@ -45,13 +45,6 @@ def live_changes(project: Project, cp: Checkpoint,
     fallback_rewind(project, cp, rows)
     restored_authors(project, cp, rows)
     return rows, result
-
-
-def _blob_binary(store: Store, oid: str) -> bool:
-    try:
-        return store.is_binary(oid)
-    except Exception:
-        return False
 
 
 def _file_binary(store: Store, oid: str, path: str) -> bool:
@@ -81,15 +74,3 @@ def changes_under(project: Project, cp: Checkpoint, current: ScanResult | None =
         cp.stats = dict(cp.stats, changes_unknown=f"its tree is damaged ({e.digest[:12]}): "
                                                    "what changed after it is unknown")
         return []
-
-
-def binary_in(store: Store, limit: int = 2000):
-    """A binary check that reads at most `limit` blobs (large change sets stay cheap)."""
-    budget = [limit]
-
-    def guarded(e: Entry) -> bool:
-        if e.kind != FILE or budget[0] <= 0:
-            return False
-        budget[0] -= 1
-        return _blob_binary(store, e.oid)
-    return guarded

@@ -12,7 +12,7 @@ from rewind.errors import CorruptObject
 from rewind.project import Project
 from rewind.store import tree as treemod
 from rewind.store.objects import Store
-from rewind.store.tree import DIR, FILE, Tree
+from rewind.store.tree import DIR, FILE, Entry, Tree
 
 
 class TreeLoader:
@@ -115,3 +115,22 @@ def keep_hints(result: ScanResult, load, hints: dict[str, tuple]) -> None:
         e = tree.get(parts[-1])
         if e is not None and e.kind == FILE and e.oid == hint[6]:
             result.cache_upserts[path] = hint
+
+
+def blob_binary(store: Store, oid: str) -> bool:
+    try:
+        return store.is_binary(oid)
+    except Exception:
+        return False
+
+
+def binary_in(store: Store, limit: int = 2000):
+    """A binary check that reads at most `limit` blobs (large change sets stay cheap)."""
+    budget = [limit]
+
+    def guarded(e: Entry) -> bool:
+        if e.kind != FILE or budget[0] <= 0:
+            return False
+        budget[0] -= 1
+        return blob_binary(store, e.oid)
+    return guarded

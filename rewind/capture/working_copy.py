@@ -35,8 +35,7 @@ from rewind.capture.attribution import (apply_observations, attribute_segment, d
                                         fallback_rewind, git_moved, git_row, restored_authors)
 from rewind.capture.ignore import exclude_signature
 from rewind.capture.scan import ScanResult, scan, scan_dirty
-from rewind.capture.changes import binary_in
-from rewind.capture.snapshot import Hinted, TreeLoader, examined_by, keep_hints, project_clock
+from rewind.capture.snapshot import Hinted, TreeLoader, binary_in, examined_by, keep_hints, project_clock
 from rewind.catalog.db import ChangeRow, Checkpoint
 from rewind.clock import iso, now_ns
 from rewind.diff import change_rows, diff_trees
