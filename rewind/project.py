@@ -7,7 +7,7 @@ from rewind.structs import dataclass
 
 from rewind import locations
 from rewind.catalog.db import Catalog
-from rewind.errors import NotInProject, RewindError
+from rewind.errors import NotInProject, RefusedRoot
 from rewind.store.objects import Store
 
 
@@ -142,12 +142,12 @@ def open_project(root: str, create: bool) -> Project:
     own = os.path.realpath(home)
     if create and (root == own or root.startswith(own.rstrip("/") + "/")):
         catalog.close()
-        raise RewindError(f"{root} is inside rewind's own data directory ({own}); it cannot be a project",
+        raise RefusedRoot(f"{root} is inside rewind's own data directory ({own}); it cannot be a project",
                           hint="run rewind in your project's directory, or pass --project DIR")
     why = refused_root(root) if create and catalog.project_id(root, create=False) is None else None
     if why:
         catalog.close()
-        raise RewindError(f"{root} is {why}: rewind does not take it as a project",
+        raise RefusedRoot(f"{root} is {why}: rewind does not take it as a project",
                           hint="run rewind in your project's directory, or add it to allow_roots in "
                                "rewind's config.toml")
     pid = catalog.project_id(root, create=create)

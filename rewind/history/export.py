@@ -15,7 +15,7 @@ import os
 import re
 
 from rewind.catalog.db import Checkpoint
-from rewind.errors import RewindError
+from rewind.errors import ExportRefused
 from rewind.project import Project
 from rewind.capture.snapshot import TreeLoader
 from rewind.store.tree import DIR
@@ -32,12 +32,12 @@ def export(project: Project, cp: Checkpoint, branch: str | None = None) -> dict:
     try:
         repo = git.Repo(project.root)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise RewindError(f"{project.root} is not a git repository", hint="`git init` there first") from None
+        raise ExportRefused(f"{project.root} is not a git repository", hint="`git init` there first") from None
     if branch is not None:
         if not _BRANCH.match(branch) or branch.endswith(".lock"):
-            raise RewindError(f"{branch!r} is not a valid branch name")
+            raise ExportRefused(f"{branch!r} is not a valid branch name")
         if f"refs/heads/{branch}" in {r.path for r in repo.references}:
-            raise RewindError(f"branch {branch!r} exists already; rewind never moves an existing branch",
+            raise ExportRefused(f"branch {branch!r} exists already; rewind never moves an existing branch",
                               hint="pick another name")
     load = TreeLoader(project.store)
     odb = repo.odb

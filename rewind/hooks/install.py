@@ -13,7 +13,7 @@ import re
 import shlex
 import sys
 
-from rewind.errors import RewindError
+from rewind.errors import RewindError, SettingsFileInvalid
 from rewind.fsutil import atomic_write
 
 MARK = " hook "
@@ -49,10 +49,10 @@ def _load(path: str) -> tuple[dict, bytes | None]:
     try:
         data = json.loads(raw) if raw.strip() else {}
     except ValueError as e:
-        raise RewindError(f"{path} is not valid JSON ({e}); not touching it",
+        raise SettingsFileInvalid(f"{path} is not valid JSON ({e}); not touching it",
                           hint="fix the file, then run the command again") from None
     if not isinstance(data, dict):
-        raise RewindError(f"{path} does not hold a JSON object; not touching it")
+        raise SettingsFileInvalid(f"{path} does not hold a JSON object; not touching it")
     return data, raw
 
 
@@ -129,7 +129,7 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
     settings = stripped
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
-        raise RewindError(f"{path}: \"hooks\" is not an object; not touching it")
+        raise SettingsFileInvalid(f"{path}: \"hooks\" is not an object; not touching it")
     command = hook_command(agent)
     for key, value in (top or {}).items():
         settings.setdefault(key, value)
