@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from rewind import __version__, locations
 from rewind.constants import LOG_NAME
+from rewind import clock
 
 _MAX = 5 * 1024 * 1024
 
@@ -27,7 +27,7 @@ def log(message: str, exc: BaseException | None = None) -> str | None:
                 os.replace(path, path + ".1")
         except OSError:
             pass
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        stamp = clock.local_stamp()
         text = f"{stamp} [{os.getpid()}] rewind {__version__} py{sys.version_info[0]}.{sys.version_info[1]}: {message}\n"
         if exc is not None:
             import traceback        # only when there is one to write: 3 ms a hook saves

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import stat as S
-import time
 from rewind.structs import dataclass
 from rewind.structs import field
 
@@ -33,6 +32,7 @@ from rewind.store.tree import LINK
 from rewind.store.tree import Entry
 from rewind.store.tree import Tree
 from rewind.store.tree import tree_id
+from rewind import clock
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -84,7 +84,7 @@ class _Scanner:
         self.fs_now_ns = fs_now_ns
         self.damaged: frozenset[str] | set[str] = frozenset()   # ids known damaged: stored afresh
         self.mended: set[str] = set()
-        self.hot_since = (fs_now_ns or time.time_ns()) - HOT_NS
+        self.hot_since = (fs_now_ns or clock.wall_ns()) - HOT_NS
         self.max_size = max_size
         self.stats = ScanStats()
         self.trees: dict[str, Tree] = {}

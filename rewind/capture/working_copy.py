@@ -26,7 +26,6 @@ default the watcher's rows (`WatcherRows`), else `FullScan`, or a `Fixed` set in
 from __future__ import annotations
 
 import json
-import time
 from contextlib import contextmanager
 
 from rewind import config
@@ -44,6 +43,7 @@ from rewind.lock import project_lock
 from rewind.project import Project, git_state
 from rewind.retention import enforce
 from rewind.structs import dataclass
+from rewind import clock
 
 FORCED_REWIND = ("rewind", None, None, None)
 
@@ -128,7 +128,7 @@ class WorkingCopy:
         last_tree, last_ns = state["last_tree"], state["last_scan_ns"] or 0
         load = TreeLoader(store)
         fs_now = project_clock(project.root, store)
-        scan_start = time.time_ns()
+        scan_start = clock.wall_ns()
         damaged = catalog.damaged()
         if damaged and plan.quick:
             # a quick scan keeps unchanged subtrees as they were, damaged objects and all
@@ -156,7 +156,7 @@ class WorkingCopy:
         except BaseException:
             store.discard()
             raise
-        stamp = time.time_ns()
+        stamp = clock.wall_ns()
         prev = catalog.latest(project.id, hidden=True)
         if last_tree is None and prev is not None:
             last_tree = prev.tree

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from rewind import locations
+from rewind import clock
 
 NAME = "hook-failures.jsonl"
 KEEP = 200          # lines kept: the newest
@@ -22,7 +22,7 @@ def note(agent: str, event: str | None, where: str | None, error: BaseException)
         from rewind.fsutil import ensure_private_dir
         ensure_private_dir(home)
         path = os.path.join(home, NAME)
-        line = json.dumps({"ns": time.time_ns(), "agent": agent, "event": event, "project": where,
+        line = json.dumps({"ns": clock.wall_ns(), "agent": agent, "event": event, "project": where,
                            "error": f"{type(error).__name__}: {error}"[:300]}) + "\n"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
