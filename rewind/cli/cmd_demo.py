@@ -17,10 +17,7 @@ SETUP = {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nle
 
 
 def demo_impl() -> None:
-    from rewind.cli.replay import bundled_session
-    from rewind.cli.replay import fill
-    from rewind.cli.replay import hook_in_process
-    from rewind.cli.replay import replay
+    from rewind.cli.replay import bundled_session, fill, hook_in_process, replay
     base = tempfile.mkdtemp(prefix="rewind-demo-")
     project = os.path.join(base, "project")
     home = os.path.join(base, "store")

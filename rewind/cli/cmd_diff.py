@@ -8,17 +8,15 @@ from typing import Optional
 
 import typer
 
-from rewind.cli import render
+from rewind.capture.changes import changes_under
+from rewind.capture.snapshot import TreeLoader, working_scan
+from rewind.cli import PATHS_REF, render
+from rewind.cli.common import project_for, project_paths, resolve_checkpoint
+from rewind.cli.ids import IdSpec, complete_id, parse_id
+from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
 from rewind.diff import change_rows, diff_trees, path_filter
 from rewind.errors import CorruptObject, RewindError
-from rewind.capture.snapshot import TreeLoader
-from rewind.capture.changes import changes_under
-from rewind.capture.snapshot import working_scan
-from rewind.store.tree import LARGE
-from rewind.store.tree import LINK
-from rewind.store.tree import Entry
-from rewind.cli import PATHS_REF
-from rewind.cli.common import IdSpec, complete_id, parse_id, project_for, project_paths, resolve_checkpoint
+from rewind.store.tree import LARGE, LINK, Entry
 
 
 def _content(project, entry: Entry | None, path: str, from_disk: bool) -> bytes | None:
@@ -140,15 +138,14 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
 
 def register(app: typer.Typer) -> None:
     @app.command("diff")
-    def diff_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, autocompletion=complete_id, metavar="ID",
-                                                  help="N, last or last~N."),
+    def diff_cmd(checkpoint: CheckpointArg,
                  checkpoint2: Optional[IdSpec] = typer.Argument(None, parser=parse_id, autocompletion=complete_id, metavar="[ID2]",
                                                              help="Compare with this checkpoint instead."),
                  stat: bool = typer.Option(False, "--stat", help="Lines added and removed per path."),
                  name_only: bool = typer.Option(False, "--name-only", help="Only the paths."),
-                 as_json: bool = typer.Option(False, "--json", help="JSON on stdout."),
-                 project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
-                 no_pager: bool = typer.Option(False, "--no-pager", help="Print directly, not through $PAGER.")):
+                 as_json: JsonOpt = False,
+                 project: ProjectOpt = None,
+                 no_pager: NoPagerOpt = False):
         """What changed after checkpoint ID (to the next one, or to the working tree), or
         between ID and ID2. Limit it to paths with `-- PATH...`."""
         with render.paged(no_pager or as_json):

@@ -7,15 +7,16 @@ from typing import Optional
 import typer
 
 from rewind.cli import render
-from rewind.cli.common import IdSpec, complete_id, parse_id, project_for, resolve_checkpoint
+from rewind.cli.common import project_for, resolve_checkpoint
+from rewind.cli.options import CheckpointArg, JsonOpt, ProjectOpt
 
 
 def register(app: typer.Typer) -> None:
     @app.command("export")
-    def export_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, autocompletion=complete_id, metavar="ID", help="N, last or last~N."),
+    def export_cmd(checkpoint: CheckpointArg,
                    branch: Optional[str] = typer.Option(None, "--branch", help="Also create this new branch on it."),
-                   project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
-                   as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):
+                   project: ProjectOpt = None,
+                   as_json: JsonOpt = False):
         """Write checkpoint ID as a git commit under refs/rewind/ID (HEAD, index and branches untouched)."""
         from rewind.history.export import export
         proj = project_for(project)

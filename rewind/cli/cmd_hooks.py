@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from rewind.cli import render
+from rewind.cli.options import JsonOpt, ProjectOpt
 from rewind.errors import UsageError
 from rewind.hooks import ADAPTERS
 from rewind.hooks import install as installer
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
     @hooks_app.command("install")
     def install_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP),
                     scope: Optional[str] = typer.Option(None, "--scope", help="claude: local (default), project or user; gemini, cursor: project (default) or user; codex: user (default) or project."),
-                    project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+                    project: ProjectOpt = None):
         """Merge rewind's hook entries into the agent's settings (idempotent; a backup is kept)."""
         mod = _adapter(agent)
         scope = _scope(mod, scope)
@@ -61,7 +62,7 @@ def register(app: typer.Typer) -> None:
     @hooks_app.command("uninstall")
     def uninstall_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP),
                       scope: Optional[str] = typer.Option(None, "--scope", help="As for install."),
-                      project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+                      project: ProjectOpt = None):
         """Take rewind's entries out of the agent's settings, leaving everything else."""
         mod = _adapter(agent)
         scope = _scope(mod, scope)
@@ -73,8 +74,8 @@ def register(app: typer.Typer) -> None:
 
     @hooks_app.command("status")
     def status_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP),
-                   project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
-                   as_json: bool = typer.Option(False, "--json", help="JSON on stdout.")):
+                   project: ProjectOpt = None,
+                   as_json: JsonOpt = False):
         """Where rewind's hooks are installed for AGENT, and whether their command resolves."""
         mod = _adapter(agent)
         rows = []

@@ -7,8 +7,9 @@ from typing import Optional
 
 import typer
 
-from rewind.errors import RewindError
 from rewind.cli.common import project_for
+from rewind.cli.options import ProjectOpt
+from rewind.errors import RewindError
 
 
 def pick_impl(project_dir: Optional[str]) -> None:
@@ -24,6 +25,6 @@ def pick_impl(project_dir: Optional[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("pick")
-    def pick_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+    def pick_cmd(project: ProjectOpt = None):
         """Choose a checkpoint with the arrow keys: its changes, their diff, restore it or one file."""
         pick_impl(project)

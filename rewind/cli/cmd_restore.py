@@ -2,121 +2,18 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import typer
 
-from rewind.cli import render
-from rewind.catalog.db import ChangeRow
-from rewind.errors import Refused, RewindError
-from rewind.history.restore import RestorePlan
-from rewind.history.restore import plan_for_display
-from rewind.history.restore import restore
-from rewind.history.restore import undo
-from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import working_scan
-from rewind.cli import PATHS_REF
-from rewind.cli.cmd_list import describe
-from rewind.cli.common import IdSpec, complete_id, parse_id, project_for, project_paths, resolve_checkpoint
-
-AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint
-
-
-def latest_changes(project, since: int, paths: set[str], current=None) -> dict[str, ChangeRow]:
-    """For each path, its newest recorded change after checkpoint `since` (newest first)."""
-    found: dict[str, ChangeRow] = {}
-    for cp in project.catalog.checkpoints(project.id):
-        if cp.number < since:
-            break
-        for row in changes_under(project, cp, current):
-            if row.path in paths and row.path not in found:
-                found[row.path] = row
-        if len(found) == len(paths):
-            break
-    return found
-
-
-def author(row: ChangeRow) -> tuple[str | None, str | None]:
-    """(source, session) of whoever wrote the content now at the path: for a restore's
-    change, the author of the content it put back (when known)."""
-    if row.source == "rewind" and row.restored and row.restored.get("source"):
-        return row.restored["source"], row.restored.get("session_id")
-    return row.source, row.session_id
-
-
-def who(row: ChangeRow | None) -> str:
-    if row is None:
-        return "unknown"
-    if row.source == "rewind" and row.restored:
-        from rewind.cli.cmd_list import restored_text
-        return f"rewind ({restored_text(row.restored)})"
-    if row.source == "bash" and row.command:
-        return f"bash ({render.short(row.command, 40)})"
-    if row.source == "tool" and row.tool:
-        return f"tool ({render.safe(row.tool)})"
-    return row.source
-
-
-def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str]:
-    """Print the plan on stdout; returns the paths overwritten that the agent did not write."""
-    render.out(title)
-    if plan.empty:
-        render.out("  nothing to do: the tree already matches.")
-    made = {op.path for op in plan.ops if op.action == "mkdir"}
-    shown = [op for op in plan.ops if not (op.action == "chmod" and op.path in made)]
-    width = max((len(op.action) for op in shown), default=0)
-    for op in shown[:500]:
-        render.out(f"  {op.action:<{width}}  {render.display_path(op.path)}")
-    if len(shown) > 500:
-        render.out(f"  … and {len(shown) - 500} more operations")
-    for path, why in plan.skipped:
-        render.out(f"  skip  {render.display_path(path)}: {why}")
-    for path in plan.kept_hooks:
-        render.out(f"  keep  {render.display_path(path)}: rewind's own hook entries stay in it, so the "
-                   "recording goes on")
-    if current is not None:
-        linked = [op.path for op in plan.ops if op.action == "write" and op.path in current.hardlinks]
-        if linked:
-            render.out(f"  {len(linked)} of them are hard links: each gets a new file, which breaks the link "
-                       "(other names of the same file keep what they hold now): "
-                       + ", ".join(render.display_path(p) for p in linked[:5]) + (" …" if len(linked) > 5 else ""))
-    from rewind.history.restore import file_mode
-    from rewind.store.tree import FILE
-    unsafe = [op.path for op in plan.ops if op.action in ("write", "chmod") and op.entry is not None
-              and op.entry.kind == FILE and file_mode(op.entry.mode) != op.entry.mode]
-    if unsafe:
-        render.out(f"  {len(unsafe)} file(s) come back without their setuid/setgid bit (a restore by root "
-                   "cannot give back their owner): " + ", ".join(render.display_path(p) for p in unsafe[:5]))
-    over = plan.overwrites()
-    not_agent = []
-    if over:
-        latest = latest_changes(project, plan.target.number, {op.path for op in over}, current)
-        render.out(f"It overwrites or removes {len(over)} path(s) changed since checkpoint "
-                   f"{plan.target.number}:")
-        for op in over[:200]:
-            row = latest.get(op.path)
-            mark = ""
-            source, session = author(row) if row is not None else (None, None)
-            other_session = (row is not None and source in ("tool", "bash") and plan.target.session_id
-                             and session and session != plan.target.session_id)
-            if row is None or source not in AGENT_SOURCES or other_session:
-                not_agent.append(op.path)
-                mark = "   <- another session" if other_session else "   <- not written by the agent"
-            render.out(f"  {render.display_path(op.path)}  last changed by: {who(row)}{mark}")
-        if len(over) > 200:
-            render.out(f"  … and {len(over) - 200} more")
-    return not_agent
-
-
-def confirm(yes: bool, question: str) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise Refused("not rewinding without confirmation, and there is no terminal to ask on",
-                      hint="pass --yes to go ahead, or --dry-run to only see the plan")
-    if not typer.confirm(question, default=False):
-        raise Refused("nothing changed")
+from rewind.cli import PATHS_REF, render
+from rewind.cli.common import project_for, project_paths, resolve_checkpoint
+from rewind.cli.list_view import describe
+from rewind.cli.options import CheckpointArg, ProjectOpt, YesOpt
+from rewind.cli.restore_view import confirm, left_alone, present, print_plan, say_rewound
+from rewind.history.restore import restore, undo
+from rewind.history.restore_plan import plan_for_display
 
 
 def _fork(target, dry_run: bool, root: str) -> None:
@@ -135,26 +32,15 @@ def _to_now(project, target, paths, title: str, conversation: str) -> None:
     not made twice, nor the tree read twice)."""
     def show(plan, current) -> None:
         if not (plan.empty and not plan.skipped):
-            _present(project, plan, title, current)
+            present(project, plan, title, current)
     safety, applied, done = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True)
     if safety is None:
         render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
     else:
-        _say_rewound(target, safety, done)
+        say_rewound(target, safety, done)
         left_alone(applied, "the rewind", f"rewind to {target.number}")
     if conversation:
         _fork(target, False, project.root)
-
-
-def _present(project, plan: RestorePlan, title: str, current) -> list[str]:
-    """The plan, who last changed what it overwrites, and the safety net; returns the paths
-    the agent did not write."""
-    not_agent = print_plan(project, plan, title, current)
-    if not_agent:
-        render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
-                   "(you, another session or process).")
-    render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
-    return not_agent
 
 
 def _restore_with_progress(project, target, paths, **kw):
@@ -164,26 +50,6 @@ def _restore_with_progress(project, target, paths, **kw):
     finally:
         if tick is not None:
             tick.close()
-
-
-def _say_rewound(target, safety, done: int) -> None:
-    render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
-               f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
-
-
-def left_alone(plan: RestorePlan, what: str, again: str) -> None:
-    """Paths another process changed after the safety scan: not overwritten (what they hold
-    now is in no checkpoint), and the command fails so that no script goes on as if the
-    tree were the checkpoint's."""
-    if not plan.left:
-        return
-    for path, why in plan.left[:50]:
-        render.err(f"  left as it is: {render.display_path(path)} ({why})")
-    if len(plan.left) > 50:
-        render.err(f"  … and {len(plan.left) - 50} more")
-    raise RewindError(f"{len(plan.left)} path(s) changed while {what} ran, after its safety checkpoint: "
-                      "left as they are, everything else was done",
-                      hint=f"`{again}` finishes it (their new content is saved first)")
 
 
 def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "") -> None:
@@ -215,12 +81,12 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
             if conversation:
                 _fork(target, False, project.root)
             return
-        not_agent = _present(project, plan, title, current)
+        not_agent = present(project, plan, title, current)
         question = (f"Overwrite {len(not_agent)} path(s) not written by the agent, and rewind?"
                     if not_agent else "Rewind?")
         confirm(yes, question)
         safety, applied, done = _restore_with_progress(project, target, paths)
-        _say_rewound(target, safety, done)
+        say_rewound(target, safety, done)
         left_alone(applied, "the rewind", f"rewind to {target.number}")
         if len(applied.ops) != len(plan.ops):
             render.err("note: the tree changed while you were deciding; the restore followed the "
@@ -261,11 +127,10 @@ def undo_impl(yes: bool, project_dir: Optional[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("to")
-    def to_cmd(checkpoint: IdSpec = typer.Argument(..., parser=parse_id, autocompletion=complete_id, metavar="ID",
-                                                help="N, last or last~N."),
-               yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+    def to_cmd(checkpoint: CheckpointArg,
+               yes: YesOpt = False,
                dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
-               project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
+               project: ProjectOpt = None,
                conversation: bool = typer.Option(False, "--conversation", help="Also fork the Claude Code conversation to just before this checkpoint's prompt."),
                conversation_only: bool = typer.Option(False, "--conversation-only", help="Only fork the conversation; leave the files.")):
         """Make the tree equal to checkpoint ID again (only some paths with `-- PATH...`).
@@ -276,7 +141,6 @@ def register(app: typer.Typer) -> None:
         to_impl(checkpoint, yes, dry_run, project, "only" if conversation_only else ("yes" if conversation else ""))
 
     @app.command("undo")
-    def undo_cmd(yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
-                 project: Optional[str] = typer.Option(None, "--project", help="The project's directory.")):
+    def undo_cmd(yes: YesOpt = False, project: ProjectOpt = None):
         """Revert the newest rewind not yet undone; again walks further back."""
         undo_impl(yes, project)

@@ -9,6 +9,7 @@ import typer
 
 from rewind.cli import render
 from rewind.cli.common import project_for
+from rewind.cli.options import ProjectOpt
 
 
 def watcher_view(project) -> dict:
@@ -101,7 +102,7 @@ def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bo
 
 def register(app: typer.Typer) -> None:
     @app.command("watch")
-    def watch_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory."),
+    def watch_cmd(project: ProjectOpt = None,
                   stop: bool = typer.Option(False, "--stop", help="Stop the project's watcher."),
                   status: bool = typer.Option(False, "--status", help="Whether it runs, and the scans it saved."),
                   as_json: bool = typer.Option(False, "--json", help="With --status: JSON on stdout."),

@@ -1,61 +1,14 @@
-"""Helpers shared by the command modules: the project, checkpoint ids, paths."""
+"""Helpers shared by the command modules: the project a command works on (found, checked,
+kept to its retention), the checkpoint an id names in it, paths, and what to warn about."""
 
 from __future__ import annotations
 
 import os
-import re
-
-from typing import NamedTuple
-
-import typer
 
 from rewind.cli import render
 from rewind.errors import CheckpointNotFound, RewindError
+from rewind.history.restore_apply import recover
 from rewind.project import Project, find_project, open_catalog, open_project, resolve_root
-from rewind.history.restore import recover
-
-_ID = re.compile(r"^(?:(\d+)|last(?:~(\d+))?)$")
-
-
-class IdSpec(NamedTuple):
-    """A checkpoint id as typed: ("n", N) or ("last", K) for last~K."""
-    kind: str
-    n: int
-
-
-def parse_id(value) -> IdSpec:
-    """N, last, or last~N. Anything else is a usage error (exit 2)."""
-    if isinstance(value, IdSpec):
-        return value
-    m = _ID.match(str(value).strip())
-    if not m:
-        raise typer.BadParameter(f"{value!r} is not a checkpoint id (a number, `last` or `last~N`)")
-    if m.group(1) is not None:
-        return IdSpec("n", int(m.group(1)))
-    return IdSpec("last", int(m.group(2) or 0))
-
-
-def complete_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
-    """Shell completion of checkpoint ids, with each one's prompt as the description.
-    Never fails: a completion that cannot be computed is simply empty."""
-    try:
-        from rewind.catalog.db import Catalog
-        from rewind import locations
-        home = locations.data_dir()
-        if not os.path.exists(os.path.join(home, "catalog.sqlite")):
-            return []
-        catalog = Catalog(home)
-        try:
-            pid = catalog.project_id(find_project(os.getcwd(), catalog), create=False)
-            if pid is None:
-                return []
-            out = [(str(cp.number), f"{cp.kind}: " + render.short(cp.message or "", 50))
-                   for cp in catalog.checkpoints(pid, limit=100) if str(cp.number).startswith(incomplete)]
-        finally:
-            catalog.close()
-        return out + [(w, h) for w, h in (("last", "the newest checkpoint"),) if w.startswith(incomplete)]
-    except Exception:
-        return []
 
 
 def project_for(project_dir: str | None, create: bool = False) -> Project:
@@ -198,7 +151,6 @@ def project_paths(project: Project, paths: list[str] | None) -> list[str] | None
             raise RewindError(f"{p!r} is outside the project {project.root}")
         out.append(real[len(project.root.rstrip("/")) + 1:])
     return out
-
 
 
 def hook_failures(project: Project) -> list[dict]:

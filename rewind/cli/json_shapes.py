@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rewind.catalog.db import ChangeRow
-from rewind.catalog.db import Checkpoint
-from rewind.store.tree import DIR
-from rewind.store.tree import FILE
-from rewind.store.tree import LARGE
-from rewind.store.tree import LINK
+from rewind.catalog.db import ChangeRow, Checkpoint
+from rewind.store.tree import DIR, FILE, LARGE, LINK
 
 KIND_NAMES = {FILE: "file", DIR: "dir", LINK: "symlink", LARGE: "file"}
 

@@ -13,13 +13,12 @@ pilot that drives the app in the tests the way a person would.
 
 from __future__ import annotations
 
+from rewind.capture.changes import changes_under
+from rewind.capture.snapshot import TreeLoader, working_scan
 from rewind.cli import render
 from rewind.diff import diff_trees
-from rewind.history.restore import plan_for_display
 from rewind.history.restore import restore
-from rewind.capture.snapshot import TreeLoader
-from rewind.capture.changes import changes_under
-from rewind.capture.snapshot import working_scan
+from rewind.history.restore_plan import plan_for_display
 
 
 def run_picker(project):
@@ -34,7 +33,7 @@ def run_picker(project):
     from textual.widgets import DataTable, Footer, Header, Label, Static
 
     from rewind.cli.cmd_diff import unified
-    from rewind.cli.cmd_list import badges, counts_text, describe
+    from rewind.cli.list_view import badges, counts_text, describe
 
     class Confirm(ModalScreen[bool]):
         BINDINGS = [Binding("y", "yes", "Yes"), Binding("n,escape", "no", "No")]
@@ -171,7 +170,7 @@ def run_picker(project):
             if plan.empty and not plan.skipped:
                 self.notify(f"the tree already matches checkpoint {cp.number}")
                 return
-            from rewind.cli.cmd_restore import latest_changes, AGENT_SOURCES
+            from rewind.cli.restore_view import AGENT_SOURCES, latest_changes
             over = plan.overwrites()
             latest = latest_changes(project, cp.number, {op.path for op in over}, self.working()) if over else {}
             lines = [f"Rewind {'only ' + ', '.join(paths) + ' ' if paths else ''}to checkpoint {cp.number}: "

@@ -8,9 +8,9 @@ import os
 
 from helpers import fingerprint, project, run_rewind, write
 from rewind.errors import RewindError
-from rewind.history.restore import plan_for_display
-from rewind.history.restore import recover
 from rewind.history.restore import restore
+from rewind.history.restore_apply import recover
+from rewind.history.restore_plan import plan_for_display
 from rewind.capture.working_copy import capture
 
 
@@ -41,7 +41,7 @@ def test_a_link_swapped_in_after_planning_stops_the_restore_before_writing_throu
     # the race: between the plan and the write, d becomes a link to outside
     os.rename(root / "d", tmp_path / "d-moved")
     os.symlink(outside, root / "d")
-    from rewind.history.restore import apply_plan
+    from rewind.history.restore_apply import apply_plan
     try:
         apply_plan(proj, plan, {}, "t")
         raise AssertionError("the restore wrote through a symlink")
@@ -201,10 +201,10 @@ def test_an_interrupted_restore_is_cleaned_up_and_reported_by_the_next_command(t
     cp, _ = capture(proj, "manual")
     write(root, "d/f.txt", "v2")
     # a restore that dies half-way: its journal and a temp file are left behind
-    from rewind.history.restore import _journal_path
+    from rewind.history.restore_apply import journal_path
     from rewind.fsutil import atomic_write
-    os.makedirs(os.path.dirname(_journal_path(proj)), exist_ok=True)
-    atomic_write(_journal_path(proj), json.dumps(
+    os.makedirs(os.path.dirname(journal_path(proj)), exist_ok=True)
+    atomic_write(journal_path(proj), json.dumps(
         {"target": 1, "safety": 2, "tag": "2", "dirs": ["d"]}).encode())
     write(root, "d/.rewind-tmp-2.1", "half written")
     proj.close()

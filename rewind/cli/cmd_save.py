@@ -1,0 +1,46 @@
+"""rewind save: a checkpoint of the project's tree, taken by hand."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from rewind.capture.working_copy import capture
+from rewind.cli import render
+from rewind.cli.common import project_for
+from rewind.cli.options import ProjectOpt
+
+
+def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
+    project = project_for(project_dir, create=True)
+    try:
+        tick = render.progress("save")
+        try:
+            from rewind.text import unbroken
+            cp, result = capture(project, "manual", message=unbroken(message) if message else message,
+                                 full=True, progress=tick)
+        finally:
+            if tick is not None:
+                tick.close()
+        st = result.stats
+        render.out(f"Saved checkpoint {cp.number} of {project.root}: {st.files} files, "
+                   f"{st.symlinks} symlinks, {st.dirs} dirs ({st.hashed} read, the rest unchanged).")
+        for key, label in (("large", "too large to store"), ("unreadable", "unreadable"),
+                           ("special", "special files skipped"), ("changing", "kept changing while read")):
+            items = getattr(st, key)
+            if items:
+                names = [i if isinstance(i, str) else i[0] for i in items]
+                render.err(f"warning: {len(items)} {label}: "
+                           + ", ".join(render.display_path(n) for n in names[:5])
+                           + (" …" if len(names) > 5 else ""))
+    finally:
+        project.close()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("save")
+    def save_cmd(message: Optional[str] = typer.Option(None, "-m", "--message", help="A note for this checkpoint."),
+                 project: ProjectOpt = None):
+        """Take a checkpoint of the project's tree now."""
+        save_impl(message, project)

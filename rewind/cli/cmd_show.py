@@ -1,0 +1,79 @@
+"""rewind show: one checkpoint, its prompt and every change after it."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from rewind.capture.changes import changes_under
+from rewind.catalog.db import ChangeRow
+from rewind.cli import render
+from rewind.cli.common import project_for, resolve_checkpoint
+from rewind.cli.json_shapes import checkpoint_json
+from rewind.cli.list_view import describe, restored_text
+from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
+
+STATUS_MARK = {"added": "A", "modified": "M", "deleted": "D"}
+
+
+def change_line(c: ChangeRow) -> tuple[str, str, str, str]:
+    who = c.source
+    if c.source == "tool" and c.tool:
+        who = f"tool: {render.safe(c.tool)}"
+    elif c.source == "bash" and c.command:
+        who = f"bash: {render.short(c.command, 50)}"
+    elif c.source == "rewind" and c.restored:
+        who = f"rewind: {restored_text(c.restored)}"
+    return STATUS_MARK[c.status], render.display_path(c.path), who, " ".join(c.flags)
+
+
+def show(spec, project_dir: Optional[str], as_json: bool) -> None:
+    project = project_for(project_dir)
+    try:
+        cp = resolve_checkpoint(project, spec)
+        changes = changes_under(project, cp)
+        nxt = project.catalog.next_after(project.id, cp.number)
+    finally:
+        project.close()
+    if as_json:
+        render.emit_json(checkpoint_json(cp, changes))
+        return
+    render.out(f"checkpoint {cp.number}  {cp.kind}  {cp.created_at}  ({render.age(cp.created_at)})")
+    if cp.kind == "prompt":
+        render.out(f"prompt:   {render.short(cp.message, 200)}")
+        render.out(f"agent:    {render.safe(cp.agent) or '-'}  session {render.safe(cp.session_id) or '-'}")
+    else:
+        render.out(f"message:  {describe(cp)}")
+    if cp.git_head or cp.git_branch:
+        render.out(f"git:      {render.safe(cp.git_branch) or '(detached)'} {render.safe(cp.git_head)[:12]}")
+    for key, label in (("large", "too large, not stored"), ("unreadable", "unreadable, not stored"),
+                       ("special", "special files, skipped"), ("changing", "changing while read, not stored")):
+        if cp.stats.get(key):
+            render.out(f"skipped:  {len(cp.stats[key])} {label}: "
+                       + ", ".join(render.display_path(p) for p in cp.stats[key][:5]))
+    until = f"checkpoint {nxt.number}" if nxt else "now (the working tree)"
+    if cp.stats.get("changes_unknown"):
+        render.out(f"changes after it, until {until}: unknown, {cp.stats['changes_unknown']} "
+                   "(`rewind verify` says more)")
+    else:
+        render.out(f"changes after it, until {until}: {len(changes)}")
+    if render.fancy() and changes:
+        from rich.table import Table
+        table = Table(box=None, show_header=False, pad_edge=False)
+        styles = {"A": "green", "M": "yellow", "D": "red"}
+        for mark, path, who, flags in map(change_line, changes):
+            table.add_row(mark, path, who, flags, style=styles[mark])
+        render.console().print(table)
+    else:
+        for mark, path, who, flags in map(change_line, changes):
+            render.out(f"  {mark} {path}  [{who}]{'  ' + flags if flags else ''}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("show")
+    def show_cmd(checkpoint: CheckpointArg, project: ProjectOpt = None, as_json: JsonOpt = False,
+                 no_pager: NoPagerOpt = False):
+        """One checkpoint: its prompt and every change after it, with source and flags."""
+        with render.paged(no_pager or as_json):
+            show(checkpoint, project, as_json)

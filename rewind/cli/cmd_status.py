@@ -1,0 +1,125 @@
+"""rewind status: the project, its checkpoints, the store's size and the last gc."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+
+from rewind.cli import render
+from rewind.cli.cmd_watch import print_watcher, watcher_view
+from rewind.cli.common import hook_failures, project_for, project_settings
+from rewind.cli.options import JsonOpt, ProjectOpt
+from rewind.project import open_catalog
+
+
+def _catalog_size(home: str) -> int:
+    return sum(os.path.getsize(os.path.join(home, f)) for f in os.listdir(home)
+               if f.startswith("catalog.sqlite"))
+
+
+def _project_row(catalog, pid: int, root: str, usage: dict) -> dict:
+    newest = catalog.latest(pid)
+    cps = catalog.retention_rows(pid)
+    objects, size = usage.get(pid, (0, 0))
+    return {"project": root, "checkpoints": len(cps),
+            "newest": newest.number if newest else None,
+            "newest_at": newest.created_at if newest else None,
+            "oldest": cps[-1][0] if cps else None,
+            "objects": objects, "bytes": size}
+
+
+def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -> None:
+    from rewind.history import gc as gcmod
+    home, catalog = open_catalog()
+    try:
+        sizes = gcmod.object_sizes(home)
+        store = {"path": home, "objects": len(sizes), "bytes": sum(sizes.values()),
+                 "catalog_bytes": _catalog_size(home)}
+        last = gcmod.last_report(catalog)
+        if all_projects:
+            known = catalog.projects()
+            with_cps = [(pid, root) for pid, root in known if catalog.count(pid)]
+            usage = gcmod.usage(home, catalog, [pid for pid, _ in with_cps], sizes)
+            rows = [_project_row(catalog, pid, root, usage) for pid, root in with_cps]
+            if as_json:
+                render.emit_json({"store": store, "projects": rows, "last_gc": last})
+                return
+            _print_all(rows, store, last, len(known) - len(with_cps))
+            return
+        project = project_for(project_dir)
+        settings = project_settings(project)
+        usage = gcmod.usage(home, catalog, [project.id], sizes)
+        row = _project_row(catalog, project.id, project.root, usage)
+        watch = watcher_view(project)
+        failures = hook_failures(project)
+        project.close()
+        row["hook_failures"] = failures
+        if settings is not None:
+            row["ring_size"], row["retention_days"] = settings.ring_size, settings.retention_days
+            row["settings_from"] = list(settings.sources)
+        if as_json:
+            render.emit_json({**row, "store": store, "last_gc": last, "watcher": watch})
+            return
+        newest = (f" (newest {row['newest']}, {render.age(row['newest_at'])}; oldest {row['oldest']})"
+                  if row["newest"] is not None else "")
+        render.out(f"project:     {project.root}")
+        render.out(f"checkpoints: {row['checkpoints']}{newest}")
+        if failures:
+            render.out(f"recording:   {len(failures)} hook call(s) could not record since the newest checkpoint "
+                       f"(last: {render.safe(failures[-1].get('error'))}); `rewind doctor` says more")
+        if settings is not None:
+            src = ", ".join(settings.sources) or "defaults"
+            render.out(f"keeps:       the newest {settings.ring_size}, none older than "
+                       f"{settings.retention_days:g} days ({src})")
+        render.out(f"content:     {row['objects']:,} objects, {render.human_size(row['bytes'])} for this project")
+        print_watcher(watch)
+        _print_store(store, last)
+    finally:
+        catalog.close()
+
+
+def _print_store(store: dict, last: dict | None) -> None:
+    render.out(f"store:       {store['path']}")
+    render.out(f"             {store['objects']:,} objects, {render.human_size(store['bytes'])} in all; "
+               f"catalog {render.human_size(store['catalog_bytes'])}")
+    if last:
+        render.out(f"last gc:     {render.age(last.get('started_at', ''))}: dropped "
+                   f"{len(last.get('dropped', []))} checkpoint(s), freed {last.get('objects_swept', 0):,} "
+                   f"objects ({render.human_size(last.get('bytes_swept', 0))})")
+    else:
+        render.out("last gc:     never (it runs by itself once a day; `rewind gc` runs it now)")
+
+
+def _print_all(rows: list[dict], store: dict, last: dict | None, without: int) -> None:
+    if render.fancy():
+        from rich.table import Table
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col, justify in (("project", "left"), ("checkpoints", "right"), ("newest", "right"),
+                             ("content", "right")):
+            table.add_column(col, justify=justify)
+        for r in rows:
+            table.add_row(r["project"], str(r["checkpoints"]),
+                          render.age(r["newest_at"]) if r["newest_at"] else "",
+                          render.human_size(r["bytes"]))
+        render.console().print(table)
+    else:
+        for r in rows:
+            render.out(f"{r['project']}\t{r['checkpoints']} checkpoints\t"
+                       f"{render.age(r['newest_at']) if r['newest_at'] else '-'}\t{render.human_size(r['bytes'])}")
+    if not rows:
+        render.out("no project has checkpoints")
+    if without:
+        render.out(f"({without} other known project(s) have no checkpoints)")
+    render.out("content counts what each project's checkpoints reach; projects share identical files")
+    _print_store(store, last)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("status")
+    def status_cmd(project: ProjectOpt = None,
+                   all_projects: bool = typer.Option(False, "--all", help="Every project, with its size."),
+                   as_json: JsonOpt = False):
+        """The project, its checkpoints, the store's size and the last gc."""
+        status_impl(project, all_projects, as_json)
