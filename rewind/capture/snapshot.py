@@ -22,8 +22,8 @@ from contextlib import nullcontext
 from rewind import config
 from rewind.capture import dirty as dirtymod
 from rewind.store import tree as treemod
-from rewind.catalog.db import ChangeRow
-from rewind.catalog.db import Checkpoint
+from rewind.model import ChangeRow
+from rewind.model import Checkpoint
 from rewind.clock import iso, now_ns
 from rewind.diff import change_rows, diff_trees
 from rewind.errors import CorruptObject
@@ -331,7 +331,7 @@ def record(project: Project, kind: str | None, *, message: str | None = None, me
                 scan_start = state["scan_start_ns"] or 0
             catalog.set_state(project.id, result.root, stamp, scan_start_ns=scan_start,
                               consumed_seq=plan.upto, last_stats=json.dumps(stats), **counts)
-            catalog.db.execute("DELETE FROM watch_events WHERE project_id=? AND seq<=?", (project.id, plan.upto))
+            catalog.drop_events_upto(project.id, plan.upto)
         if plan.reason:
             from rewind.log import log
             log(f"{project.root}: full scan: {plan.reason}")

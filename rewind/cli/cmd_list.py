@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 
 from rewind.cli import render
-from rewind.catalog.db import ChangeRow
-from rewind.catalog.db import Checkpoint
+from rewind.model import ChangeRow
+from rewind.model import Checkpoint
 from rewind.errors import NotInProject
 from rewind.project import open_catalog, open_project
 from rewind.capture.snapshot import changes_under

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from rewind.cli import render
-from rewind.catalog.db import ChangeRow
+from rewind.model import ChangeRow
 from rewind.errors import Refused, RewindError
 from rewind.history.restore import RestorePlan
 from rewind.history.restore import plan_for_display

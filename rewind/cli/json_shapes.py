@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rewind.catalog.db import ChangeRow
-from rewind.catalog.db import Checkpoint
+from rewind.model import ChangeRow
+from rewind.model import Checkpoint
 from rewind.store.tree import DIR
 from rewind.store.tree import FILE
 from rewind.store.tree import LARGE

@@ -22,7 +22,7 @@ import time
 from rewind.structs import dataclass
 from rewind.structs import field
 
-from rewind.catalog.db import Checkpoint
+from rewind.model import Checkpoint
 from rewind.clock import iso_now
 from rewind.constants import JOURNAL_DIR, TMP_PREFIX
 from rewind.diff import path_selector
