@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from rewind.catalog.db import ChangeRow
+from rewind.model import ChangeRow
 from rewind.store.tree import DIR
 from rewind.store.tree import LARGE
 from rewind.store.tree import LINK

@@ -16,7 +16,7 @@ A source is the tuple (source, tool, command, session_id, flags).
 
 from __future__ import annotations
 
-from rewind.catalog.db import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Checkpoint
 from rewind.project import Project
 
 

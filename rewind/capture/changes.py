@@ -8,7 +8,7 @@ import os
 from rewind.capture.attribution import apply_observations, attribute_segment, fallback_rewind, restored_authors
 from rewind.capture.snapshot import TreeLoader, blob_binary, working_scan
 from rewind.capture.scan import ScanResult
-from rewind.catalog.db import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Checkpoint
 from rewind.diff import change_rows, diff_trees
 from rewind.errors import CorruptObject
 from rewind.project import Project

@@ -37,15 +37,14 @@ def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
     except OSError:
         return None
     os.close(fd)
-    db = project.catalog.db
+    catalog = project.catalog
     try:
         deadline = time.monotonic() + timeout
         delay = 0.0003
         while True:
-            row = db.execute("SELECT seq FROM watch_cookies WHERE name=?", (name,)).fetchone()
-            if row is not None:
-                db.execute("DELETE FROM watch_cookies WHERE name=?", (name,))
-                return row[0]
+            seq = catalog.take_cookie(name)
+            if seq is not None:
+                return seq
             if time.monotonic() >= deadline:
                 return None
             time.sleep(delay)
@@ -73,8 +72,7 @@ def mark(project: Project, what: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
     except OSError:
         with project.catalog.transaction():
-            project.catalog.db.execute("INSERT INTO watch_events(project_id, path, kind, ts) VALUES (?,?,?,?)",
-                                       (project.id, MARKER_LOST, ANCHOR, time.time_ns()))
+            project.catalog.add_watch_event(project.id, MARKER_LOST, ANCHOR, time.time_ns())
         return
     try:
         os.unlink(path)

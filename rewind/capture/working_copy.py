@@ -35,7 +35,7 @@ from rewind.capture.attribution import (apply_observations, attribute_segment, d
 from rewind.capture.ignore import exclude_signature
 from rewind.capture.scan import ScanResult, scan, scan_dirty
 from rewind.capture.snapshot import Hinted, TreeLoader, binary_in, examined_by, keep_hints, project_clock
-from rewind.catalog.db import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Checkpoint
 from rewind.clock import iso, now_ns
 from rewind.diff import change_rows, diff_trees
 from rewind.errors import CorruptObject
@@ -246,7 +246,7 @@ class WorkingCopy:
                 scan_start = state["scan_start_ns"] or 0
             catalog.set_state(project.id, result.root, stamp, scan_start_ns=scan_start,
                               consumed_seq=plan.upto, last_stats=json.dumps(scanned.stats), **counts)
-            catalog.db.execute("DELETE FROM watch_events WHERE project_id=? AND seq<=?", (project.id, plan.upto))
+            catalog.drop_events_upto(project.id, plan.upto)
         if plan.reason:
             from rewind.log import log
             log(f"{project.root}: full scan: {plan.reason}")

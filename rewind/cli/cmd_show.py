@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from rewind.capture.changes import changes_under
-from rewind.catalog.db import ChangeRow
+from rewind.model import ChangeRow
 from rewind.cli import render
 from rewind.cli.common import project_for, resolve_checkpoint
 from rewind.cli.json_shapes import checkpoint_json

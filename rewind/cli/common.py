@@ -124,8 +124,7 @@ def resolve_checkpoint(project: Project, spec):
 
 
 def _next_number(project: Project) -> int:
-    row = project.catalog.db.execute("SELECT next_number FROM projects WHERE id=?", (project.id,)).fetchone()
-    return row[0] if row else 1
+    return project.catalog.next_number(project.id)
 
 
 def project_paths(project: Project, paths: list[str] | None) -> list[str] | None:

@@ -95,7 +95,7 @@ def check_inotify(project) -> list[dict]:
 def check_store(project) -> list[dict]:
     from rewind.history.verify import verify
     out = []
-    ok = project.catalog.db.execute("PRAGMA quick_check").fetchone()[0]
+    ok = project.catalog.quick_check()
     out.append(finding("ok" if ok == "ok" else "fail", f"catalog: {ok}",
                        None if ok == "ok" else "copy the data dir aside, then `rewind forget` the damaged project"))
     newest = project.catalog.checkpoints(project.id, limit=1)

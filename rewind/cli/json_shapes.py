@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rewind.catalog.db import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Checkpoint
 from rewind.store.tree import DIR, FILE, LARGE, LINK
 
 KIND_NAMES = {FILE: "file", DIR: "dir", LINK: "symlink", LARGE: "file"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rewind.catalog.db import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Checkpoint
 from rewind.cli import render
 
 # what a reader must notice, in the order badges are shown

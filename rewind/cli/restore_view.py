@@ -8,7 +8,7 @@ import sys
 import typer
 
 from rewind.capture.changes import changes_under
-from rewind.catalog.db import ChangeRow
+from rewind.model import ChangeRow
 from rewind.cli import render
 from rewind.cli.list_view import restored_text
 from rewind.errors import Refused, RewindError

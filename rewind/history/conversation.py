@@ -15,7 +15,7 @@ import json
 import os
 import uuid
 
-from rewind.catalog.db import Checkpoint
+from rewind.model import Checkpoint
 from rewind.errors import ConversationUnavailable
 
 

@@ -14,7 +14,7 @@ import io
 import os
 import re
 
-from rewind.catalog.db import Checkpoint
+from rewind.model import Checkpoint
 from rewind.errors import ExportRefused
 from rewind.project import Project
 from rewind.capture.snapshot import TreeLoader

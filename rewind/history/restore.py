@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from rewind.catalog.db import Checkpoint
+from rewind.model import Checkpoint
 from rewind.clock import iso_now
 from rewind.errors import CheckpointNotFound, RewindError
 from rewind.fsutil import atomic_write, ensure_private_dir, read_fd

@@ -3,7 +3,6 @@ catalog's rows are sane (paths stay under the root)."""
 
 from __future__ import annotations
 
-import os
 from rewind.structs import dataclass
 from rewind.structs import field
 from collections.abc import Callable
@@ -96,10 +95,7 @@ def verify(catalog: Catalog, store: Store, project_ids: list[int] | None = None,
     for name, why in sorted(store.damaged_packs.items()):
         report.problems.append({"pack": name, "problem": f"cannot be read ({why}): the objects it held "
                                                          "are missing unless stored elsewhere"})
-    placeholders = ",".join("?" * len(pids)) or "NULL"
-    for pid, number, path in catalog.db.execute(
-            f"SELECT project_id, number, path FROM changes WHERE project_id IN ({placeholders})", pids):
-        p = os.fsdecode(path)
+    for pid, number, p in catalog.change_paths(pids):
         if _bad_path(p):
             report.problems.append({"checkpoint": number,
                                     "problem": f"change row with a path outside the project: {p!r}"})

@@ -84,26 +84,17 @@ def handle(ev: Event) -> str:
 
 
 def _register(project: Project, ev: Event) -> None:
-    db = project.catalog.db
     with project.catalog.transaction():
-        db.execute("INSERT OR IGNORE INTO sessions(agent, session_id, project_id, first_cwd, source, started_ns)"
-                   " VALUES (?, ?, ?, ?, ?, ?)",
-                   (ev.agent, ev.session_id, project.id, ev.cwd, ev.source, time.time_ns()))
+        project.catalog.register_session(project.id, ev.agent, ev.session_id, ev.cwd, ev.source, time.time_ns())
 
 
 def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
     """Close the session's open windows (a cancelled tool sends no Post event), then mark
     the place in the watcher's stream. Called right before a scan: its segment still counts
     them (closed after it began), the next one no longer does."""
-    db = project.catalog.db
-    where = "project_id=? AND closed_ns IS NULL AND agent=? AND session_id=?"
-    args: tuple = (project.id, ev.agent, ev.session_id)
-    if scope == "agent" and ev.agent_id:
-        where += " AND agent_id=?"
-        args += (ev.agent_id,)
     with project.catalog.transaction():
-        ids = [r[0] for r in db.execute(f"SELECT id FROM windows WHERE {where} AND kind='bash'", args)]
-        db.execute(f"UPDATE windows SET closed_ns=? WHERE {where}", (time.time_ns(), *args))
+        ids = project.catalog.close_windows(project.id, ev.agent, ev.session_id,
+                                            ev.agent_id if scope == "agent" else None, time.time_ns())
     if ids:
         from rewind.capture.dirty import mark
         mark(project, "close-" + ",".join(map(str, ids[:40])))
@@ -123,8 +114,7 @@ def _ensure_watcher(project: Project, settings) -> str:
 def _stop_watcher_if_last(project: Project) -> str:
     """SessionEnd: no session of the project left -> its background watcher stops."""
     from rewind.watch import watcher
-    left = project.catalog.db.execute("SELECT count(*) FROM sessions WHERE project_id=? AND ended_ns IS NULL",
-                                      (project.id,)).fetchone()[0]
+    left = project.catalog.open_sessions(project.id)
     row = project.catalog.watcher(project.id)
     if left or row is None or not row["background"]:
         return ""
@@ -137,8 +127,7 @@ def _dispatch(project: Project, ev: Event) -> str:
     if ev.kind == "session_end":
         _close_windows(project, ev)
         with project.catalog.transaction():
-            project.catalog.db.execute("UPDATE sessions SET ended_ns=? WHERE agent=? AND session_id=?",
-                                       (time.time_ns(), ev.agent, ev.session_id))
+            project.catalog.end_session(ev.agent, ev.session_id, time.time_ns())
         return "session ended" + _stop_watcher_if_last(project)
     if ev.kind == "prompt":
         settings = config.load_quietly(project.root)
@@ -165,7 +154,7 @@ def _edited(project: Project, ev: Event) -> str:
     """An agent that reports an edit only after it (Cursor's afterFileEdit): a tool window
     from the last scan until now, closed, with the hash of what the file holds now. The
     pre-image is the last scan's (or the watcher's)."""
-    db, catalog = project.catalog.db, project.catalog
+    catalog = project.catalog
     now = time.time_ns()
     since = catalog.state(project.id)[1] or now - 60 * 10**9
     notes = []
@@ -176,10 +165,8 @@ def _edited(project: Project, ev: Event) -> str:
             continue
         data = _read_regular(full)
         with catalog.transaction():
-            db.execute("INSERT INTO windows(project_id, agent, session_id, tool_use_id, tool, kind, target,"
-                       " opened_ns, closed_ns, post_oid) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                       (project.id, ev.agent, ev.session_id, ev.tool_use_id, ev.tool, "tool",
-                        os.fsencode(rel), min(since, now), now, digest_of(data) if data is not None else ""))
+            catalog.add_closed_window(project.id, ev.agent, ev.session_id, ev.tool_use_id, ev.tool, rel,
+                                      min(since, now), now, digest_of(data) if data is not None else "")
         notes.append(f"{rel}: edited")
     return "; ".join(notes) or "no target"
 
@@ -190,48 +177,23 @@ def _shell(project: Project, ev: Event) -> str:
     from rewind.capture.dirty import mark
     from rewind.capture.procs import hook_chain
     from rewind.capture.procs import last_pid
-    db = project.catalog.db
+    catalog = project.catalog
     if ev.kind == "pre_tool":
         _, stamp = scan(project)
         agent, chain = hook_chain()
         with project.catalog.transaction():
-            wid = db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
-                             " command, opened_ns, agent_pid, pid_mark, hook_pids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                             (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool, "bash",
-                              ev.command, stamp, agent, last_pid(), ",".join(map(str, chain)))).lastrowid
+            wid = catalog.open_shell_window(project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id,
+                                            ev.tool, ev.command, stamp, agent, last_pid(), ",".join(map(str, chain)))
         mark(project, f"open-{wid}")
         return "shell window opened"
     with project.catalog.transaction():
-        wid = _find_window(project, ev, "bash")
+        wid = catalog.find_window(project.id, "bash", ev.session_id, ev.tool_use_id)
         if wid is not None:
-            db.execute("UPDATE windows SET closed_ns=?, failed=? WHERE id=?",
-                       (time.time_ns(), int(ev.failed), wid))
+            catalog.close_window(wid, time.time_ns(), ev.failed)
     if wid is not None:
         mark(project, f"close-{wid}")
     scan(project)
     return "shell window closed"
-
-
-def _find_window(project: Project, ev: Event, kind: str, target: str | None = None) -> int | None:
-    """The open window this Post event closes: by tool-use id, else (agents without ids)
-    the oldest open one of the session, on the same target for an edit tool."""
-    db = project.catalog.db
-    if target is not None:    # one tool call may edit several files (Codex's apply_patch)
-        row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND session_id=? AND target=? "
-                         "AND closed_ns IS NULL AND (? IS NULL OR tool_use_id=?) ORDER BY id LIMIT 1",
-                         (project.id, kind, ev.session_id, os.fsencode(target), ev.tool_use_id,
-                          ev.tool_use_id)).fetchone()
-        if row:
-            return row[0]
-    if ev.tool_use_id:
-        row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND tool_use_id=? AND "
-                         "closed_ns IS NULL ORDER BY id DESC LIMIT 1",
-                         (project.id, kind, ev.tool_use_id)).fetchone()
-        if row:
-            return row[0]
-    row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND session_id=? AND "
-                     "closed_ns IS NULL ORDER BY id LIMIT 1", (project.id, kind, ev.session_id)).fetchone()
-    return row[0] if row else None
 
 
 def _target(project: Project, ev: Event, raw: str) -> tuple[str, str | None, list[str]]:
@@ -281,8 +243,8 @@ def _read_regular(path: str) -> bytes | None:
 
 
 def _edit(project: Project, ev: Event) -> str:
-    from rewind.catalog.db import ChangeRow
-    db, catalog = project.catalog.db, project.catalog
+    from rewind.model import ChangeRow
+    catalog = project.catalog
     notes = []
     for raw in ev.targets[:20]:
         full, rel, flags = _target(project, ev, raw)
@@ -308,23 +270,18 @@ def _edit(project: Project, ev: Event) -> str:
                     oid = project.store.put(data)
                     project.store.flush()
                     with catalog.transaction():
-                        db.execute("INSERT INTO preimages(project_id, base, path, oid, tool, tool_use_id,"
-                                   " session_id, ts) VALUES (?,?,?,?,?,?,?,?)",
-                                   (project.id, latest.number if latest else None, os.fsencode(rel),
-                                    oid, ev.tool, ev.tool_use_id, ev.session_id, time.time_ns()))
+                        catalog.add_preimage(project.id, latest.number if latest else None, rel,
+                                             oid, ev.tool, ev.tool_use_id, ev.session_id, time.time_ns())
             with catalog.transaction():
-                db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool,"
-                           " kind, target, opened_ns) VALUES (?,?,?,?,?,?,?,?,?)",
-                           (project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id, ev.tool,
-                            "tool", os.fsencode(rel), time.time_ns()))
+                catalog.open_tool_window(project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id,
+                                         ev.tool, rel, time.time_ns())
             notes.append(f"{rel}: pre-image {'stored' if data is not None else 'absent'}")
         else:
             data = _read_regular(full)
             post = digest_of(data) if data is not None else ""
             with catalog.transaction():
-                wid = _find_window(project, ev, "tool", rel)
+                wid = catalog.find_window(project.id, "tool", ev.session_id, ev.tool_use_id, rel)
                 if wid is not None:
-                    db.execute("UPDATE windows SET closed_ns=?, post_oid=?, failed=? WHERE id=?",
-                               (time.time_ns(), post, int(ev.failed), wid))
+                    catalog.close_window(wid, time.time_ns(), ev.failed, post)
             notes.append(f"{rel}: closed")
     return "; ".join(notes) or "no target"

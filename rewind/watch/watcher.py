@@ -212,9 +212,7 @@ class Watcher:
         with self.windows_lock:
             if self.windows_loaded:
                 return
-            rows = self.catalog.db.execute(
-                "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' "
-                "AND (closed_ns IS NULL OR closed_ns >= ?)", (self.project_id, self.watching_since)).fetchall()
+            rows = self.catalog.shell_windows_since(self.project_id, self.watching_since)
             self.commands.update([r for r in rows if r[0] not in self.closed], set())
             self.windows_loaded = True
 
@@ -299,16 +297,12 @@ class Watcher:
         with self.windows_lock:
             # named by an open marker: it opens here even if the catalog says it closed since
             # (a watcher this late reads its close marker further on)
-            rows = self.catalog.db.execute(
-                "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' AND "
-                + ("id IN (%s)" % ",".join(map(str, ids)) if ids else "closed_ns IS NULL"),
-                (self.project_id,)).fetchall()
+            rows = self.catalog.shell_windows(self.project_id, ids)
             lost = set()
             if ids is None:
                 known = set(self.commands.windows)
-                recent = {r[0] for r in self.catalog.db.execute(
-                    "SELECT id FROM windows WHERE project_id=? AND kind='bash' AND closed_ns > ?",
-                    (self.project_id, time.time_ns() - int(WINDOW_LOST_S * 1e9)))}
+                recent = self.catalog.shell_windows_closed_after(
+                    self.project_id, time.time_ns() - int(WINDOW_LOST_S * 1e9))
                 lost = known - {r[0] for r in rows} - recent
             self.commands.update([r for r in rows if r[0] not in self.closed], lost)
             if len(self.closed) > 1000:
@@ -331,36 +325,22 @@ class Watcher:
             if prev is not None and rank[prev[0]] > rank[kind]:
                 kind = prev[0]
             merged[rel] = (kind, ts, writer)
-        cat = self.catalog
-        with cat.transaction():
-            cat.db.executemany("INSERT INTO watch_events(project_id, path, kind, ts, writer) VALUES (?,?,?,?,?)",
-                               [(self.project_id, os.fsencode(p), k, ts, w) for p, (k, ts, w) in merged.items()])
-            if cookie is not None:
-                cat.db.execute("INSERT OR REPLACE INTO watch_cookies(name, project_id, seq) VALUES (?,?,?)",
-                               (cookie, self.project_id, cat.last_event_seq(self.project_id)))
+        self.catalog.add_watch_events(self.project_id, merged, cookie)
         self.events += len(merged)
 
     # -- life --------------------------------------------------------------------------
     def register(self, cat: Catalog) -> None:
         now = time.time_ns()
-        with cat.transaction():
-            cat.db.execute("INSERT OR REPLACE INTO watchers(project_id, pid, started_ns, heartbeat_ns, "
-                           "background) VALUES (?,?,?,?,?)",
-                           (self.project_id, os.getpid(), now, now, int(self.background)))
+        cat.register_watcher(self.project_id, os.getpid(), now, self.background)
 
     def heartbeat(self, cat: Catalog, ready_ns: int | None = None) -> None:
         dirs = self.group.watched if self.group is not None else 0
         with cat.transaction():
-            cat.db.execute("UPDATE watchers SET heartbeat_ns=?, dirs=?, events=?, overflow_ns=?, limit_hit=?"
-                           + (", ready_ns=?" if ready_ns else "") + " WHERE project_id=? AND pid=?",
-                           (time.time_ns(), dirs, self.events, self.overflow_ns, int(self.limit_hit),
-                            *((ready_ns,) if ready_ns else ()), self.project_id, os.getpid()))
+            cat.heartbeat(self.project_id, os.getpid(), time.time_ns(), dirs, self.events, self.overflow_ns,
+                          self.limit_hit, ready_ns)
 
     def idle_for(self, cat: Catalog, started_ns: int) -> float:
-        last = cat.db.execute(
-            "SELECT max(coalesce((SELECT last_scan_ns FROM project_state WHERE project_id=?), 0),"
-            " coalesce((SELECT max(opened_ns) FROM windows WHERE project_id=?), 0))",
-            (self.project_id, self.project_id)).fetchone()[0]
+        last = cat.last_activity(self.project_id)
         return (time.time_ns() - max(last or 0, started_ns)) / 1e9
 
     def run(self) -> int:
@@ -426,9 +406,7 @@ class Watcher:
             try:
                 self.flush()
                 with self.catalog.transaction():
-                    self.catalog.db.execute("UPDATE watchers SET stopped_ns=?, stop_reason=? WHERE "
-                                            "project_id=? AND pid=?", (time.time_ns(), self.stop_reason,
-                                                                       self.project_id, os.getpid()))
+                    self.catalog.watcher_stopped(self.project_id, os.getpid(), time.time_ns(), self.stop_reason)
             finally:
                 for cat in self._catalogs:
                     try:

@@ -7,6 +7,7 @@ import os
 import sqlite3
 
 from rewind.catalog import db as catmod
+from rewind.catalog.schema import SCHEMA
 from rewind.constants import CATALOG_NAME, SCHEMA_VERSION
 
 
@@ -15,7 +16,7 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
     home.mkdir()
     db = sqlite3.connect(home / CATALOG_NAME, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
-    db.executescript("BEGIN;" + catmod._SCHEMA + "COMMIT;")          # schema 1, as session 1 wrote it
+    db.executescript("BEGIN;" + SCHEMA + "COMMIT;")          # schema 1, as session 1 wrote it
     db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '1')")
     db.execute("INSERT INTO projects(root, created_at) VALUES ('/p', 'then')")
     db.execute("INSERT INTO checkpoints(project_id, number, kind, created_at, created_ns, tree) "

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rewind.catalog.db import Checkpoint
+from rewind.model import Checkpoint
 from rewind.history.conversation import fork
 from rewind.errors import RewindError
 

@@ -1,0 +1,105 @@
+"""Checkpoint numbers, never handed out twice in a project (allocate_number says how), the
+marks kept outside the catalog (`marks/`) that make it so, and the numbers found lost."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from rewind.catalog.checkpoints import json_or_none
+from rewind.fsutil import ensure_private_dir
+
+
+class MarksMixin:
+    def allocate_number(self, project_id: int) -> int:
+        """Inside a transaction: the next checkpoint number, never handed out twice, also when
+        the catalog lost its newest commits (a deleted `catalog.sqlite-wal`): the highest
+        number ever handed out is also kept outside it (`marks/`), written once the
+        transaction commits, and a number at or below it is not handed out again."""
+        row = self.db.execute("UPDATE projects SET next_number = next_number + 1 WHERE id=? "
+                              "RETURNING next_number - 1", (project_id,)).fetchone()
+        n = row[0]
+        root = self.project_root(project_id)
+        mark = read_mark(self.home, root)
+        if mark is not None and n <= mark:
+            self._lost(project_id, n, mark)
+            n = mark + 1
+            self.db.execute("UPDATE projects SET next_number=? WHERE id=?", (n + 1, project_id))
+        self._pending_marks[root] = n
+        return n
+
+    def check_lost(self, project_id: int) -> dict | None:
+        """For a command: numbers handed out that this catalog does not know (its newest
+        commits were lost). Recorded (numbering goes on above them; gc sweeps nothing until
+        `rewind gc --forget-lost`) and returned; None when there are none."""
+        known = self.lost(project_id)
+        root = self.project_root(project_id)
+        mark = read_mark(self.home, root)
+        next_number = self.db.execute("SELECT next_number FROM projects WHERE id=?", (project_id,)).fetchone()[0]
+        if mark is not None and next_number <= mark:
+            with self.transaction():
+                self._lost(project_id, next_number, mark)
+                self.db.execute("UPDATE projects SET next_number=? WHERE id=?", (mark + 1, project_id))
+            return self.lost(project_id)
+        return known
+
+    def _lost(self, project_id: int, first: int, last: int) -> None:
+        from rewind.clock import now_ns
+        self.set_meta(f"lost:{project_id}", json.dumps({"first": first, "last": last, "found_ns": now_ns()}))
+
+    def lost(self, project_id: int) -> dict | None:
+        raw = self.meta(f"lost:{project_id}")
+        return json_or_none(raw)
+
+    def any_lost(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT key FROM meta WHERE key LIKE 'lost:%'")]
+
+    def forget_lost(self) -> int:
+        with self.transaction():
+            return self.db.execute("DELETE FROM meta WHERE key LIKE 'lost:%'").rowcount
+
+    def _commit_marks(self) -> None:
+        marks, self._pending_marks = self._pending_marks, {}
+        for root, n in marks.items():
+            write_mark(self.home, root, n)
+
+    def next_number(self, project_id: int) -> int:
+        """The number the project's next checkpoint would get (1 for an unknown project)."""
+        row = self.db.execute("SELECT next_number FROM projects WHERE id=?", (project_id,)).fetchone()
+        return row[0] if row else 1
+
+
+MARKS_DIR = "marks"
+
+
+def _mark_path(home: str, root: str) -> str:
+    import hashlib
+    return os.path.join(home, MARKS_DIR, hashlib.sha256(os.fsencode(root)).hexdigest()[:32])
+
+
+def read_mark(home: str, root: str) -> int | None:
+    try:
+        with open(_mark_path(home, root), "rb") as f:
+            return int(f.read(32).split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def write_mark(home: str, root: str, n: int) -> None:
+    """The highest checkpoint number handed out in a project (never lowered). Best effort,
+    no fsync: it guards against a lost WAL, which a power cut would take with it anyway."""
+    try:
+        path = _mark_path(home, root)
+        current = read_mark(home, root)
+        if current is not None and current >= n:
+            return
+        ensure_private_dir(os.path.dirname(path))
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, f"{n}\n".encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        pass

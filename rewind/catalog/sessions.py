@@ -1,0 +1,186 @@
+"""The hooks' account of the agents: sessions, tool windows (a shell command or an edit
+tool's call, from its Pre event to its Post event), edit tools' pre-images, and
+observations (who touched a path the scans cannot see). Attribution reads them; gc prunes
+what no kept checkpoint needs."""
+
+from __future__ import annotations
+
+import os
+
+from rewind.model import ChangeRow
+
+
+class SessionsMixin:
+    # -- sessions ----------------------------------------------------------------------
+    def register_session(self, project_id: int, agent: str, session_id: str, first_cwd: str | None,
+                         source: str | None, started_ns: int) -> None:
+        """Inside a transaction: a session's first event (a known session keeps its row)."""
+        self.db.execute("INSERT OR IGNORE INTO sessions(agent, session_id, project_id, first_cwd, source, started_ns)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (agent, session_id, project_id, first_cwd, source, started_ns))
+
+    def end_session(self, agent: str, session_id: str, ended_ns: int) -> None:
+        """Inside a transaction."""
+        self.db.execute("UPDATE sessions SET ended_ns=? WHERE agent=? AND session_id=?",
+                        (ended_ns, agent, session_id))
+
+    def open_sessions(self, project_id: int) -> int:
+        """How many of the project's sessions have not ended."""
+        return self.db.execute("SELECT count(*) FROM sessions WHERE project_id=? AND ended_ns IS NULL",
+                               (project_id,)).fetchone()[0]
+
+    def has_sessions(self, project_id: int) -> bool:
+        return self.db.execute("SELECT 1 FROM sessions WHERE project_id=? LIMIT 1",
+                               (project_id,)).fetchone() is not None
+
+    def session_project(self, agent: str, session_id: str) -> tuple[int, str | None] | None:
+        return self.db.execute("SELECT project_id, first_cwd FROM sessions WHERE agent=? AND session_id=?",
+                               (agent, session_id)).fetchone()
+
+    # -- tool windows ------------------------------------------------------------------
+    def open_shell_window(self, project_id: int, agent: str, session_id: str, agent_id: str | None,
+                          tool_use_id: str | None, tool: str, command: str | None, opened_ns: int,
+                          agent_pid: int | None, pid_mark: int | None, hook_pids: str) -> int:
+        """Inside a transaction: a shell command's window. Returns its id."""
+        return self.db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
+                               " command, opened_ns, agent_pid, pid_mark, hook_pids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                               (project_id, agent, session_id, agent_id, tool_use_id, tool, "bash",
+                                command, opened_ns, agent_pid, pid_mark, hook_pids)).lastrowid
+
+    def open_tool_window(self, project_id: int, agent: str, session_id: str, agent_id: str | None,
+                         tool_use_id: str | None, tool: str, target: str, opened_ns: int) -> None:
+        """Inside a transaction: an edit tool's window on one target."""
+        self.db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool,"
+                        " kind, target, opened_ns) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (project_id, agent, session_id, agent_id, tool_use_id, tool,
+                         "tool", os.fsencode(target), opened_ns))
+
+    def add_closed_window(self, project_id: int, agent: str, session_id: str, tool_use_id: str | None,
+                          tool: str, target: str, opened_ns: int, closed_ns: int, post_oid: str) -> None:
+        """Inside a transaction: an edit tool's window reported only after the edit, closed."""
+        self.db.execute("INSERT INTO windows(project_id, agent, session_id, tool_use_id, tool, kind, target,"
+                        " opened_ns, closed_ns, post_oid) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (project_id, agent, session_id, tool_use_id, tool, "tool",
+                         os.fsencode(target), opened_ns, closed_ns, post_oid))
+
+    def close_window(self, window_id: int, closed_ns: int, failed: bool, post_oid: str | None = None) -> None:
+        """Inside a transaction. `post_oid`: an edit tool's, the id of what its target holds
+        now ("" when it could not be read); a shell window has none."""
+        if post_oid is None:
+            self.db.execute("UPDATE windows SET closed_ns=?, failed=? WHERE id=?",
+                            (closed_ns, int(failed), window_id))
+        else:
+            self.db.execute("UPDATE windows SET closed_ns=?, post_oid=?, failed=? WHERE id=?",
+                            (closed_ns, post_oid, int(failed), window_id))
+
+    def close_windows(self, project_id: int, agent: str, session_id: str, agent_id: str | None,
+                      closed_ns: int) -> list[int]:
+        """Inside a transaction: close a session's open windows (only one subagent's when
+        `agent_id` is given). Returns the ids of the shell windows among them."""
+        where = "project_id=? AND closed_ns IS NULL AND agent=? AND session_id=?"
+        args: tuple = (project_id, agent, session_id)
+        if agent_id:
+            where += " AND agent_id=?"
+            args += (agent_id,)
+        ids = [r[0] for r in self.db.execute(f"SELECT id FROM windows WHERE {where} AND kind='bash'", args)]
+        self.db.execute(f"UPDATE windows SET closed_ns=? WHERE {where}", (closed_ns, *args))
+        return ids
+
+    def find_window(self, project_id: int, kind: str, session_id: str, tool_use_id: str | None,
+                    target: str | None = None) -> int | None:
+        """The open window a Post event closes: by tool-use id, else (agents without ids)
+        the oldest open one of the session, on the same target for an edit tool."""
+        db = self.db
+        if target is not None:    # one tool call may edit several files (Codex's apply_patch)
+            row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND session_id=? AND target=? "
+                             "AND closed_ns IS NULL AND (? IS NULL OR tool_use_id=?) ORDER BY id LIMIT 1",
+                             (project_id, kind, session_id, os.fsencode(target), tool_use_id,
+                              tool_use_id)).fetchone()
+            if row:
+                return row[0]
+        if tool_use_id:
+            row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND tool_use_id=? AND "
+                             "closed_ns IS NULL ORDER BY id DESC LIMIT 1",
+                             (project_id, kind, tool_use_id)).fetchone()
+            if row:
+                return row[0]
+        row = db.execute("SELECT id FROM windows WHERE project_id=? AND kind=? AND session_id=? AND "
+                         "closed_ns IS NULL ORDER BY id LIMIT 1", (project_id, kind, session_id)).fetchone()
+        return row[0] if row else None
+
+    def open_windows(self, project_id: int) -> list[dict]:
+        """The windows that may explain what the next scan finds: open ones, and those closed
+        after the last scan *began* (a long scan, the watcher's first one above all, may
+        have listed a directory before a tool wrote there, and ended after it closed)."""
+        cols = ("id", "agent", "session_id", "agent_id", "tool_use_id", "tool", "kind", "command",
+                "target", "opened_ns", "closed_ns", "post_oid", "failed")
+        rows = self.db.execute(f"SELECT {','.join(cols)} FROM windows WHERE project_id=? AND "
+                               "(closed_ns IS NULL OR closed_ns >= (SELECT coalesce(max(CASE WHEN scan_start_ns > 0 "
+                               "THEN min(scan_start_ns, last_scan_ns) ELSE last_scan_ns END), 0) "
+                               "FROM project_state WHERE project_id=?))", (project_id, project_id))
+        out = []
+        for r in rows:
+            w = dict(zip(cols, r))
+            w["target"] = os.fsdecode(w["target"]) if w["target"] is not None else None
+            out.append(w)
+        return out
+
+    # The watcher's view of shell windows: (id, agent_pid, pid_mark, hook_pids) rows.
+    def shell_windows_since(self, project_id: int, since_ns: int) -> list[tuple]:
+        """Every shell window open at `since_ns` or opened after it, closed since or not."""
+        return self.db.execute(
+            "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' "
+            "AND (closed_ns IS NULL OR closed_ns >= ?)", (project_id, since_ns)).fetchall()
+
+    def shell_windows(self, project_id: int, ids: set[int] | None = None) -> list[tuple]:
+        """The shell windows named by `ids` (closed or not), else the open ones."""
+        return self.db.execute(
+            "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' AND "
+            + ("id IN (%s)" % ",".join(map(str, ids)) if ids else "closed_ns IS NULL"),
+            (project_id,)).fetchall()
+
+    def shell_windows_closed_after(self, project_id: int, after_ns: int) -> set[int]:
+        return {r[0] for r in self.db.execute(
+            "SELECT id FROM windows WHERE project_id=? AND kind='bash' AND closed_ns > ?",
+            (project_id, after_ns))}
+
+    # -- pre-images and observations ---------------------------------------------------
+    def add_preimage(self, project_id: int, base: int | None, path: str, oid: str, tool: str,
+                     tool_use_id: str | None, session_id: str, ts: int) -> None:
+        """Inside a transaction: an edit tool's target as it was before the tool ran."""
+        self.db.execute("INSERT INTO preimages(project_id, base, path, oid, tool, tool_use_id,"
+                        " session_id, ts) VALUES (?,?,?,?,?,?,?,?)",
+                        (project_id, base, os.fsencode(path), oid, tool, tool_use_id, session_id, ts))
+
+    def insert_observations(self, project_id: int, base: int | None, rows: list[ChangeRow], ts: int) -> None:
+        self.db.executemany(
+            "INSERT INTO observations(project_id, base, path, source, tool, command, session_id, flags, ts)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            [(project_id, base, os.fsencode(r.path), r.source, r.tool, r.command, r.session_id,
+              ",".join(r.flags), ts) for r in rows])
+
+    def observations(self, project_id: int, base: int | None) -> dict[str, tuple]:
+        """Latest observation per path under checkpoint `base`: path -> (source, tool, command,
+        session_id, flags)."""
+        out: dict[str, tuple] = {}
+        cond = "base IS NULL" if base is None else "base=?"
+        args = (project_id,) if base is None else (project_id, base)
+        for path, *rest in self.db.execute(
+                f"SELECT path, source, tool, command, session_id, flags FROM observations "
+                f"WHERE project_id=? AND {cond} ORDER BY seq", args):
+            out[os.fsdecode(path)] = tuple(rest)
+        return out
+
+    def prune_history(self, project_id: int, before_ns: int) -> int:
+        """Inside a transaction: rows no kept checkpoint needs any more that are older than
+        `before_ns`: closed tool windows the last scan already accounted for, pre-images
+        and observations taken before any checkpoint. Returns rows removed."""
+        db = self.db
+        last_scan = self.state(project_id)[1]
+        n = db.execute("DELETE FROM windows WHERE project_id=? AND closed_ns IS NOT NULL AND "
+                       "closed_ns < ? AND closed_ns < ?", (project_id, last_scan, before_ns)).rowcount
+        n += db.execute("DELETE FROM preimages WHERE project_id=? AND ts < ?",
+                        (project_id, before_ns)).rowcount
+        n += db.execute("DELETE FROM observations WHERE project_id=? AND base IS NULL AND ts < ?",
+                        (project_id, before_ns)).rowcount
+        return n

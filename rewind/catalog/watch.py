@@ -1,0 +1,89 @@
+"""The watcher's rows: the watcher itself (pid, liveness, counters, why it stopped), the
+events it writes for the next scan, and the cookies a hook syncs with (dirty.py and
+watch/watcher.py describe the protocol)."""
+
+from __future__ import annotations
+
+import os
+
+
+class WatchMixin:
+    _W_COLS = ("project_id", "pid", "started_ns", "ready_ns", "heartbeat_ns", "dirs", "events",
+               "overflow_ns", "limit_hit", "background", "stopped_ns", "stop_reason")
+
+    def watcher(self, project_id: int) -> dict | None:
+        row = self.db.execute(f"SELECT {','.join(self._W_COLS)} FROM watchers WHERE project_id=?",
+                              (project_id,)).fetchone()
+        return dict(zip(self._W_COLS, row)) if row else None
+
+    def events(self, project_id: int, after: int, upto: int | None) -> list[tuple[str, str, int, str | None]]:
+        """(path, kind, ts, writer) of the watcher's events in (after, upto], oldest first."""
+        sql = "SELECT path, kind, ts, writer FROM watch_events WHERE project_id=? AND seq>?"
+        args: tuple = (project_id, after)
+        if upto is not None:
+            sql += " AND seq<=?"
+            args += (upto,)
+        return [(os.fsdecode(p), k, ts, w) for p, k, ts, w in self.db.execute(sql + " ORDER BY seq", args)]
+
+    def last_event_seq(self, project_id: int) -> int:
+        row = self.db.execute("SELECT max(seq) FROM watch_events WHERE project_id=?", (project_id,)).fetchone()
+        return row[0] or 0
+
+    def add_watch_events(self, project_id: int, events: dict[str, tuple[str, int, str | None]],
+                         cookie: str | None = None) -> None:
+        """In one transaction: a batch of events (path -> (kind, time, writer)), then the
+        answer to `cookie`: the seq the stream has reached, so no event before the cookie is
+        above it."""
+        with self.transaction():
+            self.db.executemany("INSERT INTO watch_events(project_id, path, kind, ts, writer) VALUES (?,?,?,?,?)",
+                                [(project_id, os.fsencode(p), k, ts, w) for p, (k, ts, w) in events.items()])
+            if cookie is not None:
+                self.db.execute("INSERT OR REPLACE INTO watch_cookies(name, project_id, seq) VALUES (?,?,?)",
+                                (cookie, project_id, self.last_event_seq(project_id)))
+
+    def add_watch_event(self, project_id: int, path: bytes, kind: str, ts: int) -> None:
+        """Inside a transaction: one event a hook writes itself (no writer); `path` as
+        stored, so it can be a name no file has."""
+        self.db.execute("INSERT INTO watch_events(project_id, path, kind, ts) VALUES (?,?,?,?)",
+                        (project_id, path, kind, ts))
+
+    def drop_events_upto(self, project_id: int, upto: int) -> None:
+        """Inside a transaction: the events a scan consumed."""
+        self.db.execute("DELETE FROM watch_events WHERE project_id=? AND seq<=?", (project_id, upto))
+
+    def take_cookie(self, name: str) -> int | None:
+        """The seq the watcher answered cookie `name` with (the answer then removed), or None
+        while it has not answered."""
+        row = self.db.execute("SELECT seq FROM watch_cookies WHERE name=?", (name,)).fetchone()
+        if row is not None:
+            self.db.execute("DELETE FROM watch_cookies WHERE name=?", (name,))
+            return row[0]
+        return None
+
+    # -- the watcher's life ------------------------------------------------------------
+    def register_watcher(self, project_id: int, pid: int, started_ns: int, background: bool) -> None:
+        with self.transaction():
+            self.db.execute("INSERT OR REPLACE INTO watchers(project_id, pid, started_ns, heartbeat_ns, "
+                            "background) VALUES (?,?,?,?,?)",
+                            (project_id, pid, started_ns, started_ns, int(background)))
+
+    def heartbeat(self, project_id: int, pid: int, heartbeat_ns: int, dirs: int, events: int,
+                  overflow_ns: int | None, limit_hit: bool, ready_ns: int | None = None) -> None:
+        """Inside a transaction: the watcher `pid` is alive, with these counters (and ready
+        since `ready_ns`, when given)."""
+        self.db.execute("UPDATE watchers SET heartbeat_ns=?, dirs=?, events=?, overflow_ns=?, limit_hit=?"
+                        + (", ready_ns=?" if ready_ns else "") + " WHERE project_id=? AND pid=?",
+                        (heartbeat_ns, dirs, events, overflow_ns, int(limit_hit),
+                         *((ready_ns,) if ready_ns else ()), project_id, pid))
+
+    def watcher_stopped(self, project_id: int, pid: int, stopped_ns: int, reason: str | None) -> None:
+        """Inside a transaction."""
+        self.db.execute("UPDATE watchers SET stopped_ns=?, stop_reason=? WHERE "
+                        "project_id=? AND pid=?", (stopped_ns, reason, project_id, pid))
+
+    def last_activity(self, project_id: int) -> int:
+        """When the project last saw a scan or a tool window open (0: never)."""
+        return self.db.execute(
+            "SELECT max(coalesce((SELECT last_scan_ns FROM project_state WHERE project_id=?), 0),"
+            " coalesce((SELECT max(opened_ns) FROM windows WHERE project_id=?), 0))",
+            (project_id, project_id)).fetchone()[0]
