@@ -15,7 +15,7 @@ LOCKS_DIR = "locks"
 LOG_NAME = "rewind.log"
 
 TMP_PREFIX = ".rewind-tmp-"       # temporary files a restore writes inside the project
-COOKIE_PREFIX = TMP_PREFIX + "cookie-"   # a hook's sync cookie or window marker (watcher.py)
+COOKIE_PREFIX = TMP_PREFIX + "cookie-"   # a hook's sync cookie or window marker (watch/daemon.py)
 
 KINDS = ("prompt", "manual", "rewind")
 SOURCES = ("tool", "bash", "external", "rewind", "unknown")

@@ -1,6 +1,6 @@
 """What a scan must look at: a `DirtySource` says. The watcher's dirty set when its word can
 be taken (`WatcherRows`), else the whole tree and why (`FullScan`); tests can hand a scan a
-`Fixed` set. See watch/watcher.py for the protocol; this is the hooks' side of it (the cookie
+`Fixed` set. See watch/daemon.py for the protocol; this is the hooks' side of it (the cookie
 `sync` and the shell windows' `mark`)."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import os
 import time
 from rewind.structs import dataclass
 
+from rewind import clock
 from rewind.constants import COOKIE_PREFIX
+from rewind.lock import try_lock
 from rewind.capture.ignore import exclude_signature
 from rewind.project import Project
 
@@ -115,11 +117,10 @@ class WatcherRows:
         def full(reason: str) -> ScanPlan:
             return ScanPlan(False, reason, {}, cat.last_event_seq(project.id), None)
 
-        from rewind.watch import watcher  # only with a watcher row: a hook without one never loads it
-        why = watcher.healthy(row)
-        if why is None and watcher.running(project.home, cat, project.id) is None:
+        why = healthy(row)
+        if why is None and running(project.home, cat, project.id) is None:
             why = "the watcher is not running"
-        if why == watcher.STARTING or (why is None and (
+        if why == STARTING or (why is None and (
                 not state.get("last_tree") or (state.get("scan_start_ns") or 0) < row["ready_ns"])):
             # warming up: this full scan is the base the watcher's events build on (no fallback)
             return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
@@ -188,3 +189,40 @@ def merge_stats(root: str, prev: dict | None, new: dict, listed: list[str]) -> d
                 and os.path.lexists(os.path.join(root, p))]
         out[key] = sorted(set(kept) | set(new.get(key, [])))[:100]
     return out
+
+
+# -- the watcher as the hooks see it (watch/ runs it; capture never imports watch/) --------
+
+STALE_S = 5.0                    # a heartbeat older than this: the watcher is gone
+STARTING = "the watcher is still starting"
+
+
+def lock_name(project_id: int) -> str:
+    return f"watch-{project_id}.lock"
+
+
+def running(home: str, catalog, project_id: int) -> dict | None:
+    """The live watcher's row, or None. Alive = its lock is held and its heartbeat is fresh."""
+    row = catalog.watcher(project_id)
+    if row is None or row["stopped_ns"] is not None:
+        return None
+    fd = try_lock(home, lock_name(project_id))
+    if fd is not None:
+        os.close(fd)      # nobody holds it: the watcher died without a word
+        return None
+    return row
+
+
+def healthy(row: dict | None) -> str | None:
+    """None if the watcher's word can be taken, else why not."""
+    if row is None:
+        return "no watcher"
+    if row["stopped_ns"] is not None:
+        return f"the watcher stopped ({row['stop_reason']})"
+    if clock.wall_ns() - row["heartbeat_ns"] > STALE_S * 1e9:
+        return "the watcher's heartbeat is stale"
+    if row["ready_ns"] is None:
+        return STARTING
+    if row["limit_hit"]:
+        return "the inotify watch limit was reached"
+    return None

@@ -1,6 +1,6 @@
 """The watcher's rows: the watcher itself (pid, liveness, counters, why it stopped), the
 events it writes for the next scan, and the cookies a hook syncs with (dirty.py and
-watch/watcher.py describe the protocol)."""
+watch/daemon.py describe the protocol)."""
 
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ def forget_impl(project_dir: Optional[str], yes: bool, as_json: bool) -> int:
                                  f"from the store and cannot be restored", default=False):
                 raise typer.Abort()
         from rewind.lock import project_lock
-        from rewind.watch.watcher import stop as stop_watcher
+        from rewind.watch.control import stop as stop_watcher
         stop_watcher(home, catalog, pid, wait_s=5.0)
         with project_lock(home, pid, what=f"the project {root}"):
             with catalog.transaction():

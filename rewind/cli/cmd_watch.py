@@ -14,15 +14,15 @@ from rewind.cli.options import ProjectOpt
 
 def watcher_view(project) -> dict:
     """The watcher's state and the scans the hooks made, for `watch --status` and `status`."""
-    from rewind.watch import watcher
+    from rewind.capture.dirty import healthy, running
     row = project.catalog.watcher(project.id)
-    live = watcher.running(project.home, project.catalog, project.id)
+    live = running(project.home, project.catalog, project.id)
     st = project.catalog.scan_state(project.id)
     out = {"running": live is not None, "pid": live["pid"] if live else None,
            "since": _iso(live["started_ns"]) if live else None,
            "directories": live["dirs"] if live else 0, "events": live["events"] if live else 0,
            "background": bool(live["background"]) if live else None,
-           "problem": watcher.healthy(live) if live else None,
+           "problem": healthy(live) if live else None,
            "stopped": ({"at": _iso(row["stopped_ns"]), "reason": row["stop_reason"]}
                        if row and row["stopped_ns"] else None),
            "died": bool(row and not row["stopped_ns"] and live is None),
@@ -61,7 +61,7 @@ def print_watcher(view: dict) -> None:
 def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bool, background: bool,
                idle_minutes: Optional[float]) -> int:
     from rewind import config
-    from rewind.watch import watcher
+    from rewind.watch import control, daemon
     project = project_for(project_dir, create=not (stop or status))
     try:
         if status:
@@ -73,7 +73,7 @@ def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bo
                 print_watcher(view)
             return 0
         if stop:
-            was = watcher.stop(project.home, project.catalog, project.id, wait_s=5.0)
+            was = control.stop(project.home, project.catalog, project.id, wait_s=5.0)
             render.out(f"stopped the watcher of {project.root}" if was
                        else f"no watcher runs for {project.root}")
             return 0
@@ -90,7 +90,7 @@ def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bo
             render.out(f"watching {root} ({dirs:,} directories); Ctrl-C stops")
 
     started = time.monotonic()
-    code = watcher.serve(root, pid, background, idle_s, on_ready=ready)
+    code = daemon.serve(root, pid, background, idle_s, on_ready=ready)
     if code == 1:
         if not background:
             render.err(f"a watcher already runs for {root} (`rewind watch --status` shows it)")

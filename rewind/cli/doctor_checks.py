@@ -40,14 +40,14 @@ def check_hooks(root: str) -> list[dict]:
 
 def check_watcher(project) -> list[dict]:
     from rewind import config
-    from rewind.watch import watcher
+    from rewind.capture.dirty import healthy, running
     settings = config.load_quietly(project.root)
     row = project.catalog.watcher(project.id)
-    live = watcher.running(project.home, project.catalog, project.id)
+    live = running(project.home, project.catalog, project.id)
     st = project.catalog.scan_state(project.id)
     out = []
     if live is not None:
-        problem = watcher.healthy(live)
+        problem = healthy(live)
         if problem:
             out.append(finding("warn", f"the watcher runs (pid {live['pid']}) but cannot be trusted: {problem}",
                                "rewind watch --stop; the next prompt starts a new one"))

@@ -104,21 +104,22 @@ def _ensure_watcher(project: Project, settings) -> str:
     """Start the project's watcher in the background unless one runs or it is turned off."""
     if settings is None or not settings.watch:
         return "watcher off"
-    from rewind.watch import watcher
-    if watcher.running(project.home, project.catalog, project.id) is not None:
+    from rewind.capture.dirty import running
+    from rewind.watch.control import start_background
+    if running(project.home, project.catalog, project.id) is not None:
         return "watcher running"
-    watcher.start_background(project.root, settings.watch_idle_minutes)
+    start_background(project.root, settings.watch_idle_minutes)
     return "watcher started"
 
 
 def _stop_watcher_if_last(project: Project) -> str:
     """SessionEnd: no session of the project left -> its background watcher stops."""
-    from rewind.watch import watcher
+    from rewind.watch.control import stop
     left = project.catalog.open_sessions(project.id)
     row = project.catalog.watcher(project.id)
     if left or row is None or not row["background"]:
         return ""
-    return "; watcher stopped" if watcher.stop(project.home, project.catalog, project.id) else ""
+    return "; watcher stopped" if stop(project.home, project.catalog, project.id) else ""
 
 
 def _dispatch(project: Project, ev: Event) -> str:

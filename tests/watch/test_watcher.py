@@ -388,7 +388,7 @@ def test_watch_in_the_foreground_and_its_controls(tmp_path):
 def test_a_watcher_stuck_after_being_asked_to_stop_exits_and_prints_its_threads(tmp_path):
     """The stop signal sets a flag the main loop checks; if a thread hangs instead, the
     process must still go (SessionEnd counts on it) and say where it hung."""
-    code = ("import time, rewind.watch.watcher as w\n"
+    code = ("import time, rewind.watch.daemon as w\n"
             "w.STOP_GRACE_S = 0.5\n"
             "w._exit_if_stuck()\n"
             "time.sleep(60)      # a main thread that never comes back to its loop\n")
@@ -417,7 +417,7 @@ def test_a_window_opens_at_its_marker_even_if_the_catalog_closed_it_since(tmp_pa
     """A watcher stopped across a whole command reads the open marker after the window was
     closed in the catalog: the window still opens there, and closes at its close marker,
     so the command's changes read in between are named for it."""
-    from rewind.watch.watcher import Watcher
+    from rewind.watch.daemon import Watcher
     root = tmp_path / "proj"
     write(root, "a.txt", "a")
     proj = project(root)
@@ -500,7 +500,7 @@ def test_a_window_opened_while_the_watcher_was_starting_is_known_from_its_first_
     window's open marker (missed) and the command ran: its first events must already be
     placed in that window, closed since or not."""
     from watchdog.events import FileCreatedEvent, FileDeletedEvent
-    from rewind.watch.watcher import Watcher
+    from rewind.watch.daemon import Watcher
     root = tmp_path / "proj"
     write(root, "a.txt", "a")
     proj = project(root)

@@ -1,4 +1,4 @@
-"""The watcher: a watchdog observer per project that timestamps every change.
+"""The watcher process: a watchdog observer per project that timestamps every change.
 
 It is a hint, never the truth (jj's fsmonitor, watchman's cookies):
 - every event becomes a row (path, kind, time) in the catalog, batched; hooks read the rows
@@ -18,141 +18,36 @@ the project is left.
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import threading
 import time
 
-from rewind import locations
+from rewind import clock, locations
+from rewind.capture.dirty import lock_name
+from rewind.capture.ignore import exclude_signature
 from rewind.catalog.db import Catalog
 from rewind.constants import COOKIE_PREFIX  # shared with the hooks' side (dirty.py), which must not load this
-from rewind.capture.ignore import IgnoreRules
-from rewind.capture.ignore import exclude_signature
-from rewind.capture.ignore import is_always_ignored
 from rewind.lock import try_lock
+from rewind.watch.observer import Rules, observer_classes
+from rewind.watch.windows import ShellWindows
 
 IGNORE_FILES = (".gitignore", ".rewindignore")
 HEARTBEAT_S = 1.0
-STALE_S = 5.0                    # a heartbeat older than this: the watcher is gone
 FLUSH_S = 0.05
 COMMAND_POLL_S = 0.02            # while a shell window waits for its command: the pid account
-WINDOW_LOST_S = 30.0             # a window closed this long ago without its marker: gone
-STARTING = "the watcher is still starting"
 
 
-def lock_name(project_id: int) -> str:
-    return f"watch-{project_id}.lock"
-
-
-# -- the observer ------------------------------------------------------------------------
-
-class _Rules:
-    """Ignore rules per directory, computed on demand (the watch list and event filter)."""
-
-    def __init__(self, root: str):
-        self.root = root
-        self.by_dir: dict[str, IgnoreRules] = {"": IgnoreRules.for_root(root)}
-
-    def reset(self) -> None:
-        self.by_dir = {"": IgnoreRules.for_root(self.root)}
-
-    def rules(self, rel_dir: str) -> IgnoreRules:
-        got = self.by_dir.get(rel_dir)
-        if got is None:
-            parent = rel_dir.rpartition("/")[0]
-            got = self.rules(parent).for_subdir(rel_dir, os.path.join(self.root, rel_dir))
-            self.by_dir[rel_dir] = got
-        return got
-
-    def ignored(self, rel: str, is_dir: bool) -> bool:
-        if not rel:
-            return False
-        parts = rel.split("/")
-        if any(is_always_ignored(p) for p in parts):
-            return True
-        # an ignored ancestor hides everything below it
-        for i in range(1, len(parts)):
-            if self.rules("/".join(parts[:i - 1])).is_ignored("/".join(parts[:i]), True):
-                return True
-        return self.rules("/".join(parts[:-1])).is_ignored(rel, is_dir)
-
-
-def _observer_classes():
-    """watchdog's inotify observer with a watch group that skips ignored directories and
-    symlinks, and reports a reached watch limit and queue overflows instead of hiding them."""
-    from watchdog.observers.api import BaseObserver
-    from watchdog.observers.inotify import InotifyFullEmitter, InotifyWatchGroup
-    from watchdog.observers.inotify_c import InotifyFD
-
-    class Group(InotifyWatchGroup):
-        owner: "Watcher | None" = None
-
-        def _add_all_callbacks(self, path: bytes) -> None:
-            owner = Group.owner
-            is_dir = os.path.isdir(path)
-            self._add_callback(path)
-            if not (is_dir and self.is_recursive):
-                return
-            for top, dirnames, _ in os.walk(path):
-                keep = []
-                for d in dirnames:
-                    full = os.path.join(top, d)
-                    if os.path.islink(full) or (owner is not None and owner.ignored_dir(full)):
-                        continue
-                    keep.append(d)
-                    self._add_callback(full)
-                dirnames[:] = keep
-
-        def _add_callback(self, path: bytes) -> None:
-            try:
-                wd = self._inotify_fd.add_callback(path, self.event_mask, self._callback, self._id)
-                self._active_callbacks_by_path[path] = wd
-                self._active_callbacks_by_watch[wd] = path
-            except OSError as e:
-                if e.errno == errno.ENOSPC and Group.owner is not None:
-                    Group.owner.lost("limit")
-                if path == self.path:
-                    raise
-
-        def on_queue_overflow(self) -> None:
-            if Group.owner is not None:
-                Group.owner.lost("overflow")
-            super().on_queue_overflow()
-
-        @property
-        def watched(self) -> int:
-            return len(self._active_callbacks_by_path)
-
-    class Emitter(InotifyFullEmitter):
-        def on_thread_start(self) -> None:
-            self._inotify = Group(self._inotify_fd, os.fsencode(self.watch.path), is_recursive=True,
-                                  event_mask=self.get_event_mask_from_filter(), follow_symlink=False)
-            Group.owner.group = self._inotify
-
-    class Observer(BaseObserver):
-        def __init__(self) -> None:
-            self._inotify_fd = InotifyFD()
-            self._inotify_fd.start()
-            super().__init__(Emitter, timeout=0.2, inotify_fd=self._inotify_fd)
-
-        def on_thread_stop(self) -> None:
-            super().on_thread_stop()
-            self._inotify_fd.stop()
-            self._inotify_fd.join()
-
-    return Group, Observer
-
-
-class Watcher:
-    """One project's observer, its event buffer and its catalog rows."""
+class Watcher(ShellWindows):
+    """One project's observer, its event buffer and its catalog rows (the shell windows it
+    tags events with: windows.py)."""
 
     def __init__(self, home: str, root: str, project_id: int, background: bool, idle_s: float | None,
                  on_ready=None):
         self.on_ready = on_ready
         self.home, self.root, self.project_id = home, root, project_id
         self.background, self.idle_s = background, idle_s
-        self.rules = _Rules(root)
+        self.rules = Rules(root)
         self.pending: list[tuple[str, str, int, str | None]] = []
         self.lock = threading.Lock()
         self.stopping = False                    # set by the signal handler: a plain flag, no lock
@@ -167,7 +62,7 @@ class Watcher:
         self.exclude = exclude_signature(root)   # .git/info/exclude as the rules read it
         self.windows_lock = threading.RLock()    # markers (observer thread) and refreshes (main)
         self.windows_loaded = False              # load_windows() has run
-        self.watching_since = time.time_ns()
+        self.watching_since = clock.wall_ns()
         self.flush_lock = threading.Lock()       # a batch is taken and committed as one step
         self._local = threading.local()          # one catalog connection per thread
         self._catalogs: list[Catalog] = []
@@ -196,7 +91,7 @@ class Watcher:
     # -- events ------------------------------------------------------------------------
     def lost(self, what: str) -> None:
         """Events were lost: the next scan must read everything (an anchor event says so)."""
-        now = time.time_ns()
+        now = clock.wall_ns()
         if what == "overflow":
             self.overflow_ns = now
         else:
@@ -204,22 +99,10 @@ class Watcher:
         with self.lock:
             self.pending.append(("", "r", now, None))
 
-    def load_windows(self) -> None:
-        """Once, before the first event is placed: every shell window open when the watches
-        went in, closed since or not (a hook may have opened one, and the command run,
-        before this watcher could see the open marker; its close marker comes later in the
-        stream and takes it out there). Until then a window's changes would go untagged."""
-        with self.windows_lock:
-            if self.windows_loaded:
-                return
-            rows = self.catalog.shell_windows_since(self.project_id, self.watching_since)
-            self.commands.update([r for r in rows if r[0] not in self.closed], set())
-            self.windows_loaded = True
-
     def on_event(self, event) -> None:
         if not self.windows_loaded:
             self.load_windows()
-        now = time.time_ns()
+        now = clock.wall_ns()
         kinds = []
         etype = event.event_type
         if etype == "moved":
@@ -255,22 +138,6 @@ class Watcher:
             with self.lock:
                 self.pending.append((rel, kind, now, writer))
 
-    def marker(self, what: str, name: str) -> None:
-        """A hook's marker, at its place in the event stream: a shell window opens or
-        closes exactly here (dirty.mark); any other cookie is a sync to answer."""
-        kind, _, rest = what.partition("-")
-        if kind in ("open", "close"):
-            ids = {int(x) for x in rest.split("-", 1)[0].split(",") if x.isdigit()}
-            with self.windows_lock:
-                if kind == "open":
-                    self.refresh_windows(ids)
-                else:
-                    self.closed.update(ids)
-                    self.commands.update([], ids)
-            return
-        self.refresh_windows()                 # a hook may have just opened a shell window
-        self.flush(cookie=name)
-
     def check_exclude(self) -> None:
         """.git/info/exclude is not watched (.git/ is not): looked at every heartbeat. When it
         changed, what is ignored changed: the rules are read again, newly unignored
@@ -286,27 +153,7 @@ class Watcher:
             except OSError:
                 pass
         with self.lock:
-            self.pending.append((".git/info/exclude", "r", time.time_ns(), None))
-
-    def refresh_windows(self, ids: set[int] | None = None) -> None:
-        """Shell windows open in the catalog join the watcher's view (those named by an open
-        marker, or all of them). Only a close marker takes one out, at its place in the
-        stream: a window the catalog says is closed may still have changes of its command
-        waiting in the queue. A window closed WINDOW_LOST_S ago whose marker never came (it
-        could not be written) leaves then."""
-        with self.windows_lock:
-            # named by an open marker: it opens here even if the catalog says it closed since
-            # (a watcher this late reads its close marker further on)
-            rows = self.catalog.shell_windows(self.project_id, ids)
-            lost = set()
-            if ids is None:
-                known = set(self.commands.windows)
-                recent = self.catalog.shell_windows_closed_after(
-                    self.project_id, time.time_ns() - int(WINDOW_LOST_S * 1e9))
-                lost = known - {r[0] for r in rows} - recent
-            self.commands.update([r for r in rows if r[0] not in self.closed], lost)
-            if len(self.closed) > 1000:
-                self.closed = set(sorted(self.closed)[-100:])
+            self.pending.append((".git/info/exclude", "r", clock.wall_ns(), None))
 
     def flush(self, cookie: str | None = None) -> None:
         """Write the pending events (and a cookie's answer after them): under flush_lock, so
@@ -330,18 +177,18 @@ class Watcher:
 
     # -- life --------------------------------------------------------------------------
     def register(self, cat: Catalog) -> None:
-        now = time.time_ns()
+        now = clock.wall_ns()
         cat.register_watcher(self.project_id, os.getpid(), now, self.background)
 
     def heartbeat(self, cat: Catalog, ready_ns: int | None = None) -> None:
         dirs = self.group.watched if self.group is not None else 0
         with cat.transaction():
-            cat.heartbeat(self.project_id, os.getpid(), time.time_ns(), dirs, self.events, self.overflow_ns,
+            cat.heartbeat(self.project_id, os.getpid(), clock.wall_ns(), dirs, self.events, self.overflow_ns,
                           self.limit_hit, ready_ns)
 
     def idle_for(self, cat: Catalog, started_ns: int) -> float:
         last = cat.last_activity(self.project_id)
-        return (time.time_ns() - max(last or 0, started_ns)) / 1e9
+        return (clock.wall_ns() - max(last or 0, started_ns)) / 1e9
 
     def run(self) -> int:
         from watchdog.events import FileSystemEventHandler
@@ -354,7 +201,7 @@ class Watcher:
         except ImportError:  # pragma: no cover - older watchdog reports chmod as modified
             attrib = []
 
-        Group, Observer = _observer_classes()
+        Group, Observer = observer_classes()
         Group.owner = self
         watcher = self
 
@@ -367,7 +214,7 @@ class Watcher:
                     log(f"watch {watcher.root}: event {event!r} failed", e)
 
         self.register(self.catalog)
-        started = time.time_ns()
+        started = clock.wall_ns()
         self.watching_since = started            # before the watches: windows open from here are loaded
         observer = Observer()
         observer.start()
@@ -376,7 +223,7 @@ class Watcher:
                 FileCreatedEvent, FileDeletedEvent, FileModifiedEvent, FileMovedEvent, FileClosedEvent,
                 DirCreatedEvent, DirDeletedEvent, DirModifiedEvent, DirMovedEvent, *attrib])
             self.load_windows()                  # (if no event came first)
-            ready = time.time_ns()
+            ready = clock.wall_ns()
             self.heartbeat(self.catalog, ready_ns=ready)
             self._baseline()
             if self.on_ready is not None:
@@ -406,7 +253,7 @@ class Watcher:
             try:
                 self.flush()
                 with self.catalog.transaction():
-                    self.catalog.watcher_stopped(self.project_id, os.getpid(), time.time_ns(), self.stop_reason)
+                    self.catalog.watcher_stopped(self.project_id, os.getpid(), clock.wall_ns(), self.stop_reason)
             finally:
                 for cat in self._catalogs:
                     try:
@@ -474,70 +321,3 @@ def serve(root: str, project_id: int, background: bool, idle_s: float | None,
         return w.run()
     finally:
         os.close(fd)
-
-
-# -- control from other processes ----------------------------------------------------------
-
-def running(home: str, catalog: Catalog, project_id: int) -> dict | None:
-    """The live watcher's row, or None. Alive = its lock is held and its heartbeat is fresh."""
-    row = catalog.watcher(project_id)
-    if row is None or row["stopped_ns"] is not None:
-        return None
-    fd = try_lock(home, lock_name(project_id))
-    if fd is not None:
-        os.close(fd)      # nobody holds it: the watcher died without a word
-        return None
-    return row
-
-
-def healthy(row: dict | None) -> str | None:
-    """None if the watcher's word can be taken, else why not."""
-    if row is None:
-        return "no watcher"
-    if row["stopped_ns"] is not None:
-        return f"the watcher stopped ({row['stop_reason']})"
-    if time.time_ns() - row["heartbeat_ns"] > STALE_S * 1e9:
-        return "the watcher's heartbeat is stale"
-    if row["ready_ns"] is None:
-        return STARTING
-    if row["limit_hit"]:
-        return "the inotify watch limit was reached"
-    return None
-
-
-def start_background(root: str, idle_minutes: float | None = None) -> None:
-    """Start `rewind watch` for the project, detached (a no-op when one runs: it exits)."""
-    import subprocess
-    import sys
-    args = [sys.executable, "-m", "rewind", "watch", "--project", root, "--background"]
-    if idle_minutes is not None:
-        args += ["--idle-minutes", repr(idle_minutes)]
-    subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, close_fds=True, cwd="/")
-
-
-def stop(home: str, catalog: Catalog, project_id: int, wait_s: float = 0.0) -> bool:
-    """Ask the project's watcher to stop (SIGTERM). Returns whether one was running."""
-    row = running(home, catalog, project_id)
-    if row is None:
-        return False
-    pid = row["pid"]
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read()
-        if b"watch" not in cmd:
-            return False        # the pid was reused by something else
-    except OSError:
-        pass
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        fd = try_lock(home, lock_name(project_id))
-        if fd is not None:
-            os.close(fd)
-            break
-        time.sleep(0.02)
-    return True
