@@ -63,7 +63,10 @@ def gc_impl(dry_run: bool, as_json: bool, auto: bool) -> int:
     tick = None if (as_json or auto) else render.progress("gc")
     try:
         try:
-            report = gcmod.run(home, catalog, dry_run=dry_run, progress=tick, auto=auto)
+            with gcmod.locked(home):
+                plan = gcmod.plan_gc(home, catalog, dry_run=dry_run, progress=tick, auto=auto)
+                # --dry-run shows the plan (in the report's shape); otherwise it is carried out
+                report = plan.report() if dry_run else gcmod.apply(plan, home, catalog, progress=tick)
         finally:
             if tick is not None:
                 tick.close()

@@ -84,7 +84,7 @@ def gc_if_due() -> None:
             return
     except FileNotFoundError:
         pass
-    from rewind.history.gc import spawn_if_due
+    from rewind.background import spawn_if_due
     spawn_if_due(home)
 
 
@@ -99,5 +99,5 @@ def merge_if_due() -> None:
             return
     except FileNotFoundError:
         return
-    from rewind.history.gc import spawn_merge
+    from rewind.background import spawn_merge
     spawn_merge(home)

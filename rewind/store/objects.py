@@ -1,22 +1,24 @@
-"""Content-addressed objects: blobs (file bytes, symlink targets) and trees.
+"""Content-addressed objects: blobs (file bytes, symlink targets) and trees; the store's facade.
 
-An object's id is the SHA-256 of its uncompressed bytes. On disk it lives at
+An object's id is the SHA-256 of its uncompressed bytes. Loose, it lives at
 objects/<2 hex>/<62 hex>, mode 0600, as one codec byte followed by the payload
 (0 = stored raw, 1 = zlib). Every read decompresses and re-hashes, so a damaged object
 is always caught. Writes are staged in tmp/ and made durable in batches: data synced,
 then renamed into place, then the directories synced, so a crash never leaves a half
 object under a real name.
 
-A batch of at most _SMALL objects (an edit tool's pre-image) becomes loose files, synced
+A batch of at most SMALL_BATCH objects (an edit tool's pre-image) becomes loose files, synced
 on a few threads. A bigger one (a prompt's checkpoint, a first snapshot, a rewind) goes
-into one pack, objects/pack/<time>-<random>.pack: the objects' bodies one after another, then an
-index sorted by id (id, offset, length), then a trailer; one file and one fsync instead
-of one per object, and no 4 KB block per small object. Packs are never modified. Readers
-look in the newest packs first and open older ones only when they must; gc deletes a
-pack when nothing in it is referenced and merges the small ones. `put` never relies on a
+into one pack under objects/pack/ (store/pack.py: the format, and the readers' view of
+the packs), its objects compressed on background threads when it is big
+(store/writers.py); gc's sweep of both lives in store/sweep.py. `put` never relies on a
 packed object (it writes a new copy if no loose one exists), so gc's protocol for reused
 objects concerns loose files only; packed objects are reached from checkpoints, last
 scanned trees and stat caches, all of which gc marks.
+
+The codec and the loose layout stay in this module, which every hook imports: each
+module more is one more import on every hook. pack.py and writers.py load only when a
+batch or a read needs them.
 """
 
 from __future__ import annotations
@@ -30,99 +32,16 @@ from rewind.fsutil import ensure_private_dir, fsync_dir, in_parallel, write_all
 
 RAW, ZLIB = 0, 1
 _SAMPLE = 64 * 1024
-_SMALL = 8               # a batch of at most this many objects is loose files; a bigger one a pack
-_SMALL_PACK = 4096       # gc merges packs of at most this many objects
-_DICT_PACK = 64          # ...and a pack of at most this many has its index read into a dict when opened;
-                         # a bigger one is binary-searched in its mmap (~8 us a find), and reads its
-_BSEARCHES = 64          # index into a dict only after this many finds and count/8 (building the dict
-                         # costs ~0.6 us an object: 2.6 ms for 4,096, 60 ms for 100,000; a hook makes
-                         # ~100 finds, gc and verify make one per object)
-MERGE_AT = 16            # this many packs: a hook starts a merge of the small ones (gc.merge_packs)
-PACKS_DIR = os.path.join("objects", "pack")   # content lives under objects/ and nowhere else
-_MAGIC, _END = b"RWPACK1\n", b"RWPKEND\n"
-_REC = 48                # index record: 32-byte id, 8-byte offset, 8-byte length
-_TRAILER = 24            # index offset, count, _END
+SMALL_BATCH = 8          # a batch of at most this many objects is loose files; a bigger one a pack
+MERGE_AT = 16            # this many packs: a hook starts a merge of the small ones (sweep.merge_packs)
+PACKS_DIR = os.path.join("objects", "pack")   # content lives under objects/ and nothing else
 _PACKED = ""             # _staged value of an object in the batch's pack
 _HELD = "-"              # ... of one held in memory until the batch is known to be small or not
+_ASYNC_AFTER = 256       # a batch past this many objects compresses and writes on other threads
+_ASYNC_MIN = 2048        # ...those of this size or more (smaller ones are not worth a hand-off)
 
 
-_ASYNC_AFTER = 256      # a batch past this many objects compresses and writes on other threads
-_ASYNC_MIN = 2048       # ...those of this size or more (smaller ones are not worth a hand-off)
-_ASYNC_THREADS = 2
-_ASYNC_BYTES = 16 << 20  # at most this much data waiting for the writers (peak memory)
-
-
-def _fixed_mmap_threshold() -> None:
-    """glibc raises its mmap threshold each time a large block is freed, so buffers read on
-    one thread and freed on another pile up in the heap: a first snapshot of 100,000 files
-    peaked at 320 MB with the writers, 123 MB with the threshold fixed at 64 KB."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 64 * 1024)      # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass                             # not glibc: its allocator, its behaviour
-
-
-class _Writers:
-    """Threads that compress and write staged objects while the scan reads on. zlib and
-    hashlib release the GIL on large buffers, so a first snapshot uses a second core; the
-    queue holds at most _ASYNC_BYTES, so memory stays bounded."""
-
-    def __init__(self, write):
-        import threading
-        _fixed_mmap_threshold()
-        self.write = write
-        self.cond = threading.Condition()
-        self.items: list[tuple[bytes, str]] = []     # (data, tmp path or the id of a packed one)
-        self.waiting = 0
-        self.busy = 0
-        self.closing = False
-        self.error: BaseException | None = None
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(_ASYNC_THREADS)]
-        for t in self.threads:
-            t.start()
-
-    def submit(self, data: bytes, tmp: str) -> None:
-        with self.cond:
-            while self.waiting + len(data) > _ASYNC_BYTES and self.items and self.error is None:
-                self.cond.wait()
-            if self.error is not None:
-                raise self.error
-            self.items.append((data, tmp))
-            self.waiting += len(data)
-            self.cond.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self.cond:
-                while not self.items and not self.closing:
-                    self.cond.wait()
-                if not self.items:
-                    return
-                data, tmp = self.items.pop()
-                self.busy += 1
-            try:
-                if self.error is None:
-                    self.write(data, tmp)
-            except BaseException as e:  # handed to the scan at its next submit or at flush
-                with self.cond:
-                    self.error = self.error or e
-            finally:
-                with self.cond:
-                    self.busy -= 1
-                    self.waiting -= len(data)
-                    self.cond.notify_all()
-
-    def close(self) -> None:
-        with self.cond:
-            self.closing = True
-            self.cond.notify_all()
-        for t in self.threads:
-            t.join()
-        if self.error is not None:
-            raise self.error
-
+# -- the codec ---------------------------------------------------------------------------
 
 def is_oid(value) -> bool:
     """64 lowercase hex digits: the only names the store resolves (never a path)."""
@@ -154,6 +73,23 @@ def decode(raw: bytes) -> bytes:
     raise ValueError(f"unknown codec {codec}")
 
 
+def _verified(oid: str, raw: bytes) -> bytes:
+    try:
+        data = decode(raw)
+    except (ValueError, zlib.error):
+        raise CorruptObject(oid, "damaged (does not decompress)") from None
+    if digest_of(data) != oid:
+        raise CorruptObject(oid, "damaged (content does not match its id)")
+    return data
+
+
+# -- the loose layout --------------------------------------------------------------------
+
+def loose_path(objects_dir: str, oid: str) -> str:
+    """Where the loose copy of `oid` lives: objects/<2 hex>/<62 hex>."""
+    return os.path.join(objects_dir, oid[:2], oid[2:])
+
+
 class Store:
     """The object store under `<home>/objects`. Cheap to create; touches the disk lazily."""
 
@@ -162,13 +98,11 @@ class Store:
         self.objects = os.path.join(home, "objects")
         self.tmp = os.path.join(home, "tmp")
         self._staged: dict[str, str] = {}   # id -> temp file
-        self._pool: _Writers | None = None  # background compress-and-write, for big batches
+        self._pool = None                       # writers.Writers: background compress-and-write, for big batches
         self._held: dict[str, bytes] = {}       # the batch's first objects, while it may stay small
         self._loose_tmps: list[str] = []        # staging files written by flush
-        self._pack: _PackWriter | None = None   # this batch's pack, once it is not small
-        self._packs: dict[str, _Pack] = {}      # packs opened so far, by name
-        self._small: dict[bytes, tuple] = {}    # id -> (pack, offset, length) of the small ones
-        self._unopened: list[str] | None = None  # names not opened yet, newest first
+        self._pack = None                       # pack.PackWriter: this batch's pack, once it is not small
+        self._packset = None                    # pack.PackSet: the packs on disk, opened as reads need them
         self._binary: dict[str, bool] = {}       # id -> a NUL in its first 8 KB, for blobs seen whole
         self.found_damaged: dict[str, str] = {}  # id -> problem, found by this process's reads
         self.damaged_packs: dict[str, str] = {}  # pack file -> why it could not be opened
@@ -189,7 +123,7 @@ class Store:
     def path(self, oid: str) -> str:
         if not is_oid(oid):
             raise CorruptObject(str(oid)[:64], "not an object id (a damaged catalog or tree)")
-        return os.path.join(self.objects, oid[:2], oid[2:])
+        return loose_path(self.objects, oid)
 
     # -- writing ---------------------------------------------------------------------
     def put(self, data: bytes, oid: str | None = None) -> str:
@@ -204,13 +138,14 @@ class Store:
             return oid
         except FileNotFoundError:
             pass
-        if self._pack is None and len(self._held) < _SMALL:
+        if self._pack is None and len(self._held) < SMALL_BATCH:
             self._held[oid] = data
             self._staged[oid] = _HELD
             return oid
         if self._pack is None:
+            from rewind.store.pack import PackWriter
             ensure_private_dir(self.tmp)
-            self._pack = _PackWriter(self.tmp)
+            self._pack = PackWriter(self.tmp)
             held, self._held = self._held, {}
             for hoid, hdata in held.items():
                 self._staged[hoid] = _PACKED
@@ -247,9 +182,10 @@ class Store:
             raise
         os.close(fd)
 
-    def _writers(self) -> "_Writers":
+    def _writers(self):
         if self._pool is None:
-            self._pool = _Writers(self._write)
+            from rewind.store.writers import Writers
+            self._pool = Writers(self._write)
         return self._pool
 
     def _settle(self) -> None:
@@ -274,7 +210,7 @@ class Store:
         if self._pack is not None:
             pack, self._pack = self._pack, None
             name = pack.finish(os.path.join(self.home, PACKS_DIR))     # synced, renamed, dir synced
-            self._open_pack(name)
+            self._packs().open(name)
         shards = set()
         for oid, tmp, _ in loose:
             shard = os.path.join(self.objects, oid[:2])
@@ -383,69 +319,24 @@ class Store:
             try:
                 return pack.read(off, length)
             except FileNotFoundError:
-                self._forget_pack(pack)
+                self._packs().forget(pack)
         raise CorruptObject(oid, "missing")
 
     def _find_packed(self, oid: str):
-        """(pack, offset, length) of a packed object, or None. The packs opened so far
-        first, then the others newest first (a hook needs recent trees), then any pack
-        written since the last listing."""
+        """(pack, offset, length) of a packed object, or None."""
         if not is_oid(oid):
             return None
-        key = bytes.fromhex(oid)
-        hit = self._small.get(key)
-        if hit is not None:
-            return hit
-        for pack in self._packs.values():
-            if pack.small is None:
-                found = pack.find(key)
-                if found is not None:
-                    return (pack, *found)
-        for relisted in (False, True):
-            if self._unopened is None or relisted:
-                self._list_packs()
-            while self._unopened:
-                pack = self._open_pack(self._unopened.pop(0))
-                if pack is None:
-                    continue
-                found = pack.find(key)
-                if found is not None:
-                    return (pack, *found)
-        return None
+        return self._packs().find(bytes.fromhex(oid))
 
-    def _list_packs(self) -> None:
-        pdir = os.path.join(self.home, PACKS_DIR)
-        try:
-            names = [n for n in os.listdir(pdir) if n.endswith(".pack")]
-        except FileNotFoundError:
-            names = []
-        self._unopened = sorted((n for n in names if n not in self._packs), reverse=True)
+    def _packs(self):
+        if self._packset is None:
+            from rewind.store.pack import PackSet
+            self._packset = PackSet(os.path.join(self.home, PACKS_DIR), self.damaged_packs)
+        return self._packset
 
-    def _open_pack(self, name: str) -> "_Pack | None":
-        try:
-            pack = _Pack(os.path.join(self.home, PACKS_DIR, name))
-        except FileNotFoundError:
-            return None        # deleted meanwhile
-        except (OSError, ValueError) as e:
-            self.damaged_packs[name] = str(e) or type(e).__name__
-            return None        # damaged: `verify` names it
-        self._packs[name] = pack
-        if pack.small is not None:
-            for key, (off, length) in pack.small.items():
-                self._small.setdefault(key, (pack, off, length))
-        return pack
-
-    def _forget_pack(self, pack: "_Pack") -> None:
-        self._packs.pop(os.path.basename(pack.path), None)
-        if pack.small is not None:
-            self._small = {k: v for k, v in self._small.items() if v[0] is not pack}
-
-    def packs(self) -> dict[str, "_Pack"]:
-        """Every pack on disk, by file name (all opened)."""
-        self._list_packs()
-        while self._unopened:
-            self._open_pack(self._unopened.pop(0))
-        return dict(self._packs)
+    def packs(self) -> dict:
+        """Every pack on disk, by file name (all opened): {name: pack.Pack}."""
+        return self._packs().all()
 
     def get(self, oid: str) -> bytes:
         """The object's bytes, verified against its id (CorruptObject otherwise). What is
@@ -465,132 +356,3 @@ class Store:
             if is_oid(oid):
                 self.found_damaged[oid] = e.problem
             raise
-
-
-def _verified(oid: str, raw: bytes) -> bytes:
-    try:
-        data = decode(raw)
-    except (ValueError, zlib.error):
-        raise CorruptObject(oid, "damaged (does not decompress)") from None
-    if digest_of(data) != oid:
-        raise CorruptObject(oid, "damaged (content does not match its id)")
-    return data
-
-
-class _PackWriter:
-    """The pack a big batch appends to, in tmp/ until `finish`."""
-
-    def __init__(self, tmp_dir: str):
-        import threading
-        self.path = os.path.join(tmp_dir, f"pack.{os.getpid()}.{os.urandom(8).hex()}")
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        self.lock = threading.Lock()         # the background writers append too
-        self.offset = len(_MAGIC)
-        self.index: dict[str, int] = {}      # id -> offset << 32 | length (one int: memory)
-        write_all(self.fd, _MAGIC)
-
-    def append(self, oid: str, body: bytes) -> None:
-        with self.lock:
-            if len(body) >= 1 << 32:
-                raise ValueError("an object of 4 GB or more")     # MAX_FILE_SIZE keeps far below
-            write_all(self.fd, body)
-            self.index[oid] = self.offset << 32 | len(body)
-            self.offset += len(body)
-
-    def read(self, oid: str) -> bytes:
-        v = self.index[oid]
-        return os.pread(self.fd, v & 0xFFFFFFFF, v >> 32)
-
-    def finish(self, packs_dir: str) -> str:
-        """Index and trailer, fsync, rename into objects/pack/, fsync that directory. Returns the name."""
-        ids = sorted(self.index)         # hex order is byte order
-        index = self.index
-        for i in range(0, len(ids), 4096):   # in chunks: a 100,000-object index is 4.8 MB
-            write_all(self.fd, b"".join(bytes.fromhex(oid) + (index[oid] >> 32).to_bytes(8, "big")
-                                        + (index[oid] & 0xFFFFFFFF).to_bytes(8, "big")
-                                        for oid in ids[i:i + 4096]))
-        write_all(self.fd, self.offset.to_bytes(8, "big") + len(ids).to_bytes(8, "big") + _END)
-        os.fsync(self.fd)
-        os.close(self.fd)
-        import time
-        name = f"{time.time_ns():020d}-{os.urandom(6).hex()}.pack"   # names sort oldest first
-        ensure_private_dir(packs_dir)
-        os.replace(self.path, os.path.join(packs_dir, name))
-        fsync_dir(packs_dir)
-        return name
-
-    def abort(self) -> None:
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-
-
-class _Pack:
-    """A pack on disk, mapped: `find` is a binary search of its sorted index."""
-
-    def __init__(self, path: str):
-        import mmap
-        self.path = path
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < len(_MAGIC) + _TRAILER:
-                raise ValueError("too short for a pack")
-            self.mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        tail = self.mm[size - _TRAILER:]
-        if self.mm[:len(_MAGIC)] != _MAGIC or tail[16:] != _END:
-            raise ValueError("not a pack")
-        self.index_at = int.from_bytes(tail[:8], "big")
-        self.count = int.from_bytes(tail[8:16], "big")
-        if self.index_at + self.count * _REC + _TRAILER != size:
-            raise ValueError("a pack whose index does not fit")
-        self.small: dict[bytes, tuple[int, int]] | None = None
-        self._dict: dict[bytes, int] | None = None     # id -> index record, built after _BSEARCHES finds
-        self._finds = 0
-        if self.count <= _DICT_PACK:
-            base, mm = self.index_at, self.mm
-            self.small = {mm[at:at + 32]: self._record(at) for at in range(base, base + self.count * _REC, _REC)}
-
-    def find(self, key: bytes) -> tuple[int, int] | None:
-        if self.small is not None:
-            return self.small.get(key)
-        mm, base = self.mm, self.index_at
-        if self._dict is None:
-            self._finds += 1
-            if self._finds > max(_BSEARCHES, self.count >> 3):   # a reader of many objects (gc, verify)
-                self._dict = {mm[at:at + 32]: at for at in range(base, base + self.count * _REC, _REC)}
-        if self._dict is not None:
-            at = self._dict.get(key)
-            return None if at is None else self._record(at)
-        lo, hi = 0, self.count
-        while lo < hi:
-            mid = (lo + hi) // 2
-            at = base + mid * _REC
-            k = mm[at:at + 32]
-            if k < key:
-                lo = mid + 1
-            elif k > key:
-                hi = mid
-            else:
-                return self._record(at)
-        return None
-
-    def _record(self, at: int) -> tuple[int, int]:
-        """(offset, length) of the index record at `at`."""
-        mm = self.mm
-        return int.from_bytes(mm[at + 32:at + 40], "big"), int.from_bytes(mm[at + 40:at + 48], "big")
-
-    def read(self, off: int, length: int) -> bytes:
-        if off + length > self.index_at:
-            raise CorruptObject("?", f"an index entry of {os.path.basename(self.path)} points past its objects")
-        return self.mm[off:off + length]
-
-    def entries(self):
-        """(id, offset, length) of every object in the pack."""
-        mm, base = self.mm, self.index_at
-        for at in range(base, base + self.count * _REC, _REC):
-            yield (mm[at:at + 32].hex(), *self._record(at))

@@ -14,13 +14,11 @@ from rewind.lock import try_lock
 
 def start_background(root: str, idle_minutes: float | None = None) -> None:
     """Start `rewind watch` for the project, detached (a no-op when one runs: it exits)."""
-    import subprocess
-    import sys
-    args = [sys.executable, "-m", "rewind", "watch", "--project", root, "--background"]
+    from rewind.background import spawn
+    args = ["-m", "rewind", "watch", "--project", root, "--background"]
     if idle_minutes is not None:
         args += ["--idle-minutes", repr(idle_minutes)]
-    subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, close_fds=True, cwd="/")
+    spawn(args, cwd="/")
 
 
 def stop(home: str, catalog: Catalog, project_id: int, wait_s: float = 0.0) -> bool:

@@ -13,9 +13,7 @@ import time
 from pathlib import Path
 
 from helpers import REWIND, fingerprint, project, run_rewind, write
-from rewind.store.objects import _SMALL
-from rewind.store.objects import PACKS_DIR
-from rewind.store.objects import Store
+from rewind.store.objects import PACKS_DIR, SMALL_BATCH, Store
 
 
 def packs(home) -> list[Path]:
@@ -127,9 +125,10 @@ def test_gc_merges_small_packs_leaving_out_what_nothing_references(tmp_path):
 
 
 def test_a_big_pack_mostly_referenced_stays_whole_and_its_dead_are_reported(tmp_path, monkeypatch):
-    from rewind.history import gc as gcmod
     from rewind.catalog.db import Catalog
-    monkeypatch.setattr(gcmod, "_SMALL_PACK", 10)   # 600 objects: a big pack, for this test
+    from rewind.history import gc as gcmod
+    from rewind.store import sweep
+    monkeypatch.setattr(sweep, "SMALL_PACK", 10)    # 600 objects: a big pack, for this test
     home = os.environ["REWIND_HOME"]
     root = tmp_path / "proj"
     first, _ = ring_of_one(root, home, every=10)    # a tenth of the files change
@@ -157,7 +156,7 @@ def test_a_prompts_checkpoint_is_one_small_pack_and_an_edit_tools_pre_image_a_lo
     oid = store.put(b"one pre-image")               # a batch of one: a loose file
     store.flush()
     assert loose(home) == n_loose + 1 and os.path.exists(store.path(oid))
-    assert _SMALL >= 1
+    assert SMALL_BATCH >= 1
 
 
 def test_a_damaged_pack_is_named_by_verify_and_stops_to_before_anything_is_written(tmp_path):
@@ -175,9 +174,7 @@ def test_a_damaged_pack_is_named_by_verify_and_stops_to_before_anything_is_writt
     blobs = set()                                 # what `to 1` must write: checkpoint 1's files
     stack = [proj.catalog.checkpoint(proj.id, 1).tree]
     while stack:
-        from rewind.store.tree import DIR
-        from rewind.store.tree import FILE
-        from rewind.store.tree import parse
+        from rewind.store.tree import DIR, FILE, parse
         for name, e in parse(store.get(stack.pop())).items():
             if e.kind == DIR:
                 stack.append(e.oid)
@@ -230,8 +227,7 @@ def test_hooks_start_a_merge_of_small_packs_that_loses_nothing(tmp_path):
     """A prompt's checkpoint adds a small pack; past MERGE_AT packs a hook starts their
     merge detached, and every checkpoint still restores exactly."""
     from rewind.store.objects import MERGE_AT
-    from rewind.cli.replay import bundled_session
-    from rewind.cli.replay import fill
+    from rewind.cli.replay import bundled_session, fill
     home = os.environ["REWIND_HOME"]
     root = tmp_path / "proj"
     big_tree(root, 60)
@@ -262,26 +258,22 @@ def test_hooks_start_a_merge_of_small_packs_that_loses_nothing(tmp_path):
 
 
 def test_a_pack_index_is_searched_then_read_into_a_dict_and_both_find_the_same(tmp_path):
-    """A hook's few lookups binary-search the mmap; past _BSEARCHES finds the index becomes a
+    """A hook's few lookups binary-search the mmap; past BSEARCHES finds the index becomes a
     dict. Every object is found, with its bytes, either way; ids that are not there (below,
     above and between the stored ones) are not."""
     import hashlib
-    from rewind.store.objects import _BSEARCHES
-    from rewind.store.objects import _DICT_PACK
-    from rewind.store.objects import _Pack
-    from rewind.store.objects import _PackWriter
-    from rewind.store.objects import decode
-    from rewind.store.objects import encode
+    from rewind.store.objects import decode, encode
+    from rewind.store.pack import BSEARCHES, DICT_PACK, Pack, PackWriter
     (tmp_path / "tmp").mkdir()
-    writer = _PackWriter(str(tmp_path / "tmp"))
+    writer = PackWriter(str(tmp_path / "tmp"))
     stored = {}
     for i in range(300):
         data = f"object {i}\n".encode() * (i % 7 + 1)
         oid = hashlib.sha256(data).hexdigest()
         stored[oid] = data
         writer.append(oid, encode(data))
-    pack = _Pack(str(tmp_path / "packs" / writer.finish(str(tmp_path / "packs"))))
-    assert pack.count == 300 > _DICT_PACK and pack.small is None
+    pack = Pack(str(tmp_path / "packs" / writer.finish(str(tmp_path / "packs"))))
+    assert pack.count == 300 > DICT_PACK and pack.small is None
     ids = sorted(stored)
     def next_id(oid: str) -> bytes:
         key = bytes.fromhex(oid)
@@ -296,5 +288,5 @@ def test_a_pack_index_is_searched_then_read_into_a_dict_and_both_find_the_same(t
         for key in absent:
             assert pack.find(key) is None
         if phase == "searched":
-            assert pack._finds > _BSEARCHES     # the switch happened during this pass
+            assert pack._finds > BSEARCHES     # the switch happened during this pass
     pack.mm.close()

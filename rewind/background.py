@@ -1,0 +1,67 @@
+"""Detached jobs: gc when it is due, a merge of small packs, a project's watcher.
+
+Each starts through `spawn`: its own session, no stdin, stdout or stderr, never waited
+for, so it costs the caller (often a hook) no time. On the hook path: standard library
+only, and imported only where a job may start.
+"""
+
+from __future__ import annotations
+
+import os
+
+STAMP = "gc.stamp"
+
+
+def spawn(args: list[str], cwd: str) -> None:
+    """Start `python ARGS` in its own session, never waited for: off the caller's time."""
+    import subprocess
+    import sys
+    subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, cwd=cwd)
+
+
+# -- gc by itself ------------------------------------------------------------------------
+
+def touch_stamp(home: str) -> None:
+    path = os.path.join(home, STAMP)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+    os.utime(path)
+
+
+def due(home: str, interval_hours: float) -> bool:
+    """Whether gc should run by itself; the first call only starts the clock."""
+    if interval_hours <= 0:
+        return False
+    import time
+    path = os.path.join(home, STAMP)
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except FileNotFoundError:
+        try:
+            touch_stamp(home)
+        except OSError:
+            pass
+        return False
+    # a stamp in the future: made under a clock that was ahead; gc would never be due again
+    return age >= interval_hours * 3600 or age < -3600
+
+
+def spawn_if_due(home: str) -> bool:
+    """Start `rewind gc --auto` detached when it is due: never inside the caller's time.
+    The stamp is refreshed first, so racing callers start one gc, not many."""
+    from rewind import config
+    settings = config.load_quietly(None)
+    if settings is None or not due(home, settings.gc_interval_hours):
+        return False
+    touch_stamp(home)
+    spawn(["-m", "rewind", "gc", "--auto"], cwd=home)
+    return True
+
+
+def spawn_merge(home: str) -> None:
+    """`merge_packs` detached (a hook counted MERGE_AT packs)."""
+    import rewind
+    src = os.path.dirname(os.path.dirname(os.path.abspath(rewind.__file__)))
+    spawn(["-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+           "from rewind.store.sweep import merge_packs; merge_packs(sys.argv[2])", src, home], cwd=home)

@@ -1,0 +1,305 @@
+"""The store's side of gc: what it does to the on-disk layout, asked by name.
+
+history/gc.py decides what is marked and when it is safe to delete (its numbered protocol);
+this module knows where objects live and how they go: the sweep of loose objects and packs
+(step 5), the trash that makes a deletion atomic and a killed gc harmless, the merge of
+small packs (step 6), staging files of killed writers, and the sizes `status` reports.
+
+Every function that counts adds to `counts`: a `SweepCounts`, or gc's report (the same
+fields). With `dry_run` each counts exactly what it would do and changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+
+from rewind.constants import OBJECTS_DIR, TMP_DIR
+from rewind.lock import try_lock
+from rewind.store.objects import PACKS_DIR, Store, loose_path
+from rewind.store.pack import SMALL_PACK, Pack, PackWriter, pack_size
+from rewind.structs import dataclass
+
+TRASH_DIR = "gc-trash"
+GC_LOCK = "gc.lock"            # gc and the pack merge, never both at once
+TMP_MAX_AGE_S = 86400          # staged files of a writer that died are removed after a day
+_HEX2 = re.compile(r"^[0-9a-f]{2}$")
+_HEX62 = re.compile(r"^[0-9a-f]{62}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+Progress = Callable[[str, int, int], None]   # (phase, done, total)
+
+
+@dataclass
+class SweepCounts:
+    objects_kept: int = 0
+    bytes_kept: int = 0
+    objects_swept: int = 0
+    bytes_swept: int = 0
+    objects_spared: int = 0      # unreferenced but newer than the start (a writer's, in flight)
+    packed_dead: int = 0         # unreferenced, kept in a pack that holds referenced ones
+    packed_dead_bytes: int = 0
+    packs_merged: int = 0        # small packs whose referenced objects went into one
+    temp_files_removed: int = 0
+
+
+def _shards(objects: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(objects) if _HEX2.match(n))
+    except FileNotFoundError:
+        return []
+
+
+def recover_trash(home: str) -> None:
+    """Objects a killed gc left in its trash go back; the sweep decides again."""
+    trash = os.path.join(home, TRASH_DIR)
+    try:
+        names = os.listdir(trash)
+    except FileNotFoundError:
+        return
+    for name in names:
+        src = os.path.join(trash, name)
+        if name.startswith("pack-") and name.endswith(".pack"):
+            dst = os.path.join(home, PACKS_DIR, name[len("pack-"):])
+        elif _HEX64.match(name):
+            dst = loose_path(os.path.join(home, OBJECTS_DIR), name)
+        else:
+            continue
+        try:
+            if os.path.exists(dst):
+                os.unlink(src)
+            else:
+                os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
+                os.rename(src, dst)
+        except OSError:
+            pass
+
+
+def sweep_loose(home: str, marked: set[str], start_ns: int, counts, dry_run: bool,
+                progress: Progress | None) -> None:
+    """An unmarked loose object older than `start_ns` is moved into gc-trash/ (atomic), its
+    mtime checked again there (a writer may have reused it meanwhile: then it goes back),
+    and only then unlinked."""
+    objects = os.path.join(home, OBJECTS_DIR)
+    trash = os.path.join(home, TRASH_DIR)
+    if not dry_run:
+        os.makedirs(trash, mode=0o700, exist_ok=True)
+    shards = _shards(objects)
+    for i, shard in enumerate(shards):
+        sdir = os.path.join(objects, shard)
+        try:
+            it = list(os.scandir(sdir))
+        except FileNotFoundError:
+            continue
+        for de in it:
+            if not _HEX62.match(de.name):
+                continue
+            oid = shard + de.name
+            try:
+                st = de.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if oid in marked:
+                counts.objects_kept += 1
+                counts.bytes_kept += st.st_size
+                continue
+            if st.st_mtime_ns >= start_ns:
+                counts.objects_spared += 1
+                counts.bytes_kept += st.st_size
+                continue
+            if dry_run:
+                counts.objects_swept += 1
+                counts.bytes_swept += st.st_size
+                continue
+            held = os.path.join(trash, oid)
+            try:
+                os.rename(de.path, held)
+            except FileNotFoundError:
+                continue
+            try:
+                again = os.stat(held)
+            except FileNotFoundError:
+                continue
+            if again.st_mtime_ns >= start_ns:   # reused while we looked: put it back
+                os.rename(held, de.path)
+                counts.objects_spared += 1
+                counts.bytes_kept += again.st_size
+                continue
+            os.unlink(held)
+            counts.objects_swept += 1
+            counts.bytes_swept += again.st_size
+        if progress:
+            progress("sweeping", i + 1, len(shards))
+
+
+def sweep_packs(home: str, marked: set[str], start_ns: int, counts, dry_run: bool) -> list:
+    """A pack goes when nothing in it is referenced (and it is older than the start);
+    otherwise it stays whole, its unreferenced objects counted as `packed_dead`. Nothing
+    relies on an unreferenced packed object (`put` writes a loose copy), so no second look
+    is needed before the delete. Returns the packs to merge, for `merge_small`."""
+    pdir = os.path.join(home, PACKS_DIR)
+    try:
+        names = sorted(n for n in os.listdir(pdir) if n.endswith(".pack"))
+    except FileNotFoundError:
+        return []
+    small: list[tuple[Pack, int, int, int]] = []   # (pack, unreferenced, their bytes, pack bytes)
+    for name in names:
+        path = os.path.join(pdir, name)
+        try:
+            pack = Pack(path)
+            st = os.stat(path)
+        except (OSError, ValueError):
+            continue                   # damaged or gone: kept; `verify` names what it held
+        size, mtime = st.st_size, st.st_mtime_ns
+        entries = list(pack.entries())
+        live = [n for oid, _, n in entries if oid in marked]
+        dead, dead_bytes = len(entries) - len(live), sum(n for _, _, n in entries) - sum(live)
+        if live and mtime < start_ns and (pack.count <= SMALL_PACK or 2 * dead_bytes > size):
+            small.append((pack, dead, dead_bytes, size))
+        else:
+            pack.mm.close()
+        if live:
+            counts.objects_kept += len(live)
+            counts.bytes_kept += size
+            counts.packed_dead += dead
+            counts.packed_dead_bytes += dead_bytes
+        elif mtime >= start_ns:
+            counts.objects_spared += len(entries)
+            counts.bytes_kept += size
+        else:
+            counts.objects_swept += len(entries)
+            counts.bytes_swept += size
+            if not dry_run:
+                remove_pack(home, path)
+    return small             # for merge_small, after the lock: it copies before it deletes
+
+
+def remove_pack(home: str, path: str) -> None:
+    """Through gc-trash, as loose objects go: a killed gc's leftover is put back, never half."""
+    os.makedirs(os.path.join(home, TRASH_DIR), mode=0o700, exist_ok=True)
+    held = os.path.join(home, TRASH_DIR, f"pack-{os.path.basename(path)}")
+    try:
+        os.rename(path, held)
+        os.unlink(held)
+    except FileNotFoundError:
+        pass
+
+
+def write_merged(home: str, packs: list[Pack], keep) -> None:
+    """One new pack (synced) with the objects of `packs` that `keep(oid)`, each once; then
+    the old packs go. Killed midway, both copies stay: no harm."""
+    writer = PackWriter(os.path.join(home, TMP_DIR))
+    try:
+        seen: set[str] = set()
+        for pack in packs:
+            for oid, off, length in pack.entries():
+                if oid not in seen and keep(oid):
+                    seen.add(oid)
+                    writer.append(oid, pack.read(off, length))
+        writer.finish(os.path.join(home, PACKS_DIR))
+    except BaseException:
+        writer.abort()
+        raise
+    for pack in packs:
+        remove_pack(home, pack.path)
+
+
+def merge_small(home: str, small: list, marked: set[str], counts, dry_run: bool) -> None:
+    """A prompt's checkpoint makes a small pack, and readers open packs one by one; so gc
+    copies the referenced objects of the small packs (and of big ones mostly unreferenced),
+    all older than its start, into one new pack, synced, before it deletes them. A lone
+    pack is rewritten only to leave unreferenced objects out. Killed midway, both copies
+    stay: no harm. `small`: what `sweep_packs` returned; their maps are closed here."""
+    try:
+        if not small or (len(small) == 1 and small[0][1] == 0):
+            return
+        counts.packs_merged = len(small)
+        keep: dict[str, int] = {}
+        copies = 0
+        for pack, *_ in small:
+            for oid, _, length in pack.entries():
+                copies += 1
+                if oid in marked:
+                    keep.setdefault(oid, length)
+        old_bytes = sum(size for *_, size in small)
+        new_bytes = pack_size(keep.values())
+        dead = sum(d for _, d, _, _ in small)
+        # on disk, the merged packs become one of new_bytes; the copies left out are swept
+        counts.packed_dead -= dead
+        counts.packed_dead_bytes -= sum(b for _, _, b, _ in small)
+        counts.objects_kept -= (copies - dead) - len(keep)     # duplicates become one
+        counts.objects_swept += copies - len(keep)
+        counts.bytes_swept += old_bytes - new_bytes
+        counts.bytes_kept += new_bytes - old_bytes
+        if not dry_run:
+            write_merged(home, [pack for pack, *_ in small], marked.__contains__)
+    finally:
+        for pack, *_ in small:
+            pack.mm.close()
+
+
+def merge_packs(home: str) -> int:
+    """Copy every object of the small packs into one new pack, synced, then delete them.
+    Each prompt's checkpoint adds a small pack and a hook opens packs one by one, so a
+    day of prompts would slow every hook until gc; this keeps the count low between gcs.
+    Nothing is dropped (no marking): every object is in the new pack before its old pack
+    goes. Under gc's lock, so never beside a gc. Returns the number of packs merged."""
+    fd = try_lock(home, GC_LOCK)
+    if fd is None:
+        return 0
+    small: list[Pack] = []
+    try:
+        for pack in Store(home).packs().values():
+            if pack.count <= SMALL_PACK:
+                small.append(pack)
+            else:
+                pack.mm.close()
+        if len(small) < 2:
+            return 0
+        write_merged(home, small, lambda oid: True)
+        return len(small)
+    finally:
+        for pack in small:
+            pack.mm.close()
+        os.close(fd)
+
+
+def clean_tmp(home: str, counts, dry_run: bool) -> None:
+    """Staging files older than TMP_MAX_AGE_S: left by writers that were killed."""
+    tmp = os.path.join(home, TMP_DIR)
+    cutoff = time.time() - TMP_MAX_AGE_S
+    try:
+        entries = list(os.scandir(tmp))
+    except FileNotFoundError:
+        return
+    for de in entries:
+        try:
+            if de.is_file(follow_symlinks=False) and de.stat(follow_symlinks=False).st_mtime < cutoff:
+                if not dry_run:
+                    os.unlink(de.path)
+                counts.temp_files_removed += 1
+        except FileNotFoundError:
+            pass
+
+
+def object_sizes(home: str) -> dict[str, int]:
+    """Every object in the store and its size on disk."""
+    out: dict[str, int] = {}
+    objects = os.path.join(home, OBJECTS_DIR)
+    for shard in _shards(objects):
+        try:
+            with os.scandir(os.path.join(objects, shard)) as it:
+                for de in it:
+                    if _HEX62.match(de.name):
+                        try:
+                            out[shard + de.name] = de.stat(follow_symlinks=False).st_size
+                        except FileNotFoundError:
+                            pass
+        except FileNotFoundError:
+            pass
+    for pack in Store(home).packs().values():
+        for oid, _, n in pack.entries():
+            out.setdefault(oid, n)
+    return out
