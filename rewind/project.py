@@ -105,12 +105,6 @@ class Project:
                 pass
         self.catalog.close()
 
-    def locked(self, timeout: float = 30.0):
-        """`with project.locked(timeout) as wc:` the working copy under the project lock
-        (capture/working_copy.py); `StoreLocked` after `timeout` seconds."""
-        from rewind.capture.working_copy import locked
-        return locked(self, timeout)
-
 
 def open_catalog() -> tuple[str, Catalog]:
     home = locations.data_dir()

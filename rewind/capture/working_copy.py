@@ -1,6 +1,6 @@
 """Capture through a locked working copy (jj's `LockedWorkingCopy`):
 
-    with project.locked(timeout) as wc:
+    with locked(project, timeout) as wc:
         scanned = wc.scan(Scan.auto())          # objects durable, changes attributed
         cp = wc.commit(scanned, Commit("prompt", message=prompt))   # or wc.commit(scanned)
 
@@ -108,7 +108,7 @@ class Scanned:
 
 
 class WorkingCopy:
-    """The project's tree, read and committed under the project lock (see `Project.locked`)."""
+    """The project's tree, read and committed under the project lock (see `locked`)."""
 
     def __init__(self, project: Project):
         self.project = project

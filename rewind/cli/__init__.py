@@ -8,25 +8,16 @@ from __future__ import annotations
 
 import sys
 
-# Paths given after `--`: split off before click parses, so `diff 3 -- a.py` can never
-# take a.py for the optional second id.
-PATHS: list[str] | None = None
-
-
-def PATHS_REF() -> list[str] | None:
-    return PATHS
-
-
 def main(argv: list[str] | None = None) -> int:
-    global PATHS
+    from rewind.cli import argv as given
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["hook"]:
         from rewind.hooks.entry import run_hook
         return run_hook(args[1:])
-    PATHS = None
+    given.PATHS = None
     if "--" in args:
         i = args.index("--")
-        args, PATHS = args[:i], args[i + 1:]
+        args, given.PATHS = args[:i], args[i + 1:]
     code = _run(args)
     if code == 0 and args[:1] not in (["gc"], ["forget"], ["demo"]):
         _gc_if_due()
@@ -42,38 +33,6 @@ def _gc_if_due() -> None:
     except Exception as e:  # housekeeping never fails a command
         from rewind.log import log
         log("could not start gc", e)
-
-
-def _environment_error(e: Exception) -> str | None:
-    """A full disk, a read-only store, a permission: said as such, not as an internal error."""
-    import errno
-    known = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-             errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-             errno.EPERM: "operation not permitted"}
-    if not isinstance(e, OSError) or e.errno not in known:
-        return None
-    return known[e.errno] + (f": {e.filename}" if e.filename else "")
-
-
-def _catalog_error(e: Exception) -> str | None:
-    """A catalog SQLite cannot read (damaged pages, a file that is not a database, text that
-    is not UTF-8): named, with what to do, not an internal error."""
-    import sqlite3
-    text = str(e)
-    if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.IntegrityError) and (
-            "malformed" in text or "not a database" in text or "decode" in text or "corrupt" in text
-            or "disk I/O" in text):
-        pass
-    elif isinstance(e, UnicodeDecodeError):
-        pass
-    else:
-        return None
-    from rewind.constants import CATALOG_NAME
-    from rewind import locations
-    path = f"{locations.data_dir()}/{CATALOG_NAME}"
-    return (f"the catalog {path} is damaged ({text.splitlines()[0][:120]}); the objects beside it are not "
-            "touched (`rewind doctor` checks the rest; a catalog moved aside starts afresh: its "
-            "checkpoints' content stays in objects/ and `rewind verify` finds none missing)")
 
 
 def _run(args: list[str]) -> int:
@@ -116,12 +75,13 @@ def _run(args: list[str]) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # the one place a surprise is caught: one line, details in the log
-        damaged = _catalog_error(e)
+        from rewind.cli.explain import catalog_error, environment_error
+        damaged = catalog_error(e)
         if damaged:
             log(f"rewind {' '.join(args)}: {damaged}", e)
             render.err(f"error: {damaged}")
             return 1
-        plain = _environment_error(e)
+        plain = environment_error(e)
         if plain:
             render.err(f"error: {plain}; nothing was half-written (the store keeps only complete objects)")
             return 1

@@ -10,7 +10,8 @@ import typer
 
 from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import TreeLoader, working_scan
-from rewind.cli import PATHS_REF, render
+from rewind.cli import render
+from rewind.cli.argv import paths_after_dashes
 from rewind.cli.common import project_for, project_paths, resolve_checkpoint
 from rewind.cli.ids import IdSpec, complete_id, parse_id
 from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
@@ -72,7 +73,7 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
         raise RewindError("--stat and --name-only do not go together")
     project = project_for(project_dir)
     try:
-        paths = project_paths(project, PATHS_REF())
+        paths = project_paths(project, paths_after_dashes())
         keep = path_filter(paths)
         cp = resolve_checkpoint(project, spec)
         sources = {}

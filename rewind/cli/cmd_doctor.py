@@ -30,8 +30,8 @@ def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
         findings.append(finding("warn", f"no checkpoints yet for {root}",
                                 "the next prompt to an agent with rewind's hooks takes one; `rewind save` takes one now"))
     except Exception as e:           # a damaged catalog: the rest is still worth checking
-        from rewind.cli import _catalog_error
-        damaged = _catalog_error(e)
+        from rewind.cli.explain import catalog_error
+        damaged = catalog_error(e)
         if damaged is None:
             raise
         project = None

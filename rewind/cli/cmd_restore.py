@@ -7,7 +7,8 @@ from typing import Optional
 import typer
 
 from rewind.capture.snapshot import working_scan
-from rewind.cli import PATHS_REF, render
+from rewind.cli import render
+from rewind.cli.argv import paths_after_dashes
 from rewind.cli.common import project_for, project_paths, resolve_checkpoint
 from rewind.cli.list_view import describe
 from rewind.cli.options import CheckpointArg, ProjectOpt, YesOpt
@@ -62,7 +63,7 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         if conversation:
             from rewind.history.conversation import fork
             fork(target, dry_run=True)       # refuse before touching the tree if it cannot fork
-        paths = project_paths(project, PATHS_REF())
+        paths = project_paths(project, paths_after_dashes())
         scope = f" (only {', '.join(p or '.' for p in paths)})" if paths else ""
         title = (f"Rewind {project.root} to checkpoint {target.number}{scope}: {target.kind}, "
                  f"{render.age(target.created_at)}: {render.short(describe(target), 60)}")

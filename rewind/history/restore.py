@@ -21,7 +21,7 @@ from rewind.history.restore_apply import Dirs, apply_plan, expectations, journal
 from rewind.history.restore_plan import RestorePlan, plan_restore
 from rewind.project import Project
 from rewind.store.tree import FILE, LINK
-from rewind.capture.working_copy import FORCED_REWIND, Commit, Scan
+from rewind.capture.working_copy import FORCED_REWIND, Commit, Scan, locked
 
 _MEMORY_BUDGET = 256 * 1024 * 1024
 
@@ -33,7 +33,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
     verify every object, apply. `before_apply(plan, scan)` sees the plan before anything is
     written (it may raise to stop); with `skip_if_empty` an empty plan takes no checkpoint
     and returns (None, plan, 0). Returns (safety checkpoint, plan applied, operations done)."""
-    with project.locked(lock_timeout) as wc:
+    with locked(project, lock_timeout) as wc:
         recover(project)
         if project.catalog.checkpoint(project.id, target.number) is None:
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",

@@ -12,7 +12,7 @@ from pathlib import Path
 from helpers import REWIND, project, write
 from rewind.capture.dirty import FULL, Fixed
 from rewind.capture.snapshot import TreeLoader
-from rewind.capture.working_copy import Commit, Scan
+from rewind.capture.working_copy import Commit, Scan, locked
 from rewind.cli.replay import bundled_session, fill
 from rewind.store import tree as treemod
 
@@ -54,13 +54,13 @@ def test_a_fixed_dirty_set_reads_exactly_those_paths(tmp_path):
     write(root, "other/c.txt", "c1\n")
     proj = project(root)
     try:
-        with proj.locked() as wc:
+        with locked(proj) as wc:
             first = wc.commit(wc.scan(Scan.auto(FULL)), Commit("manual"))
         write(root, "a.txt", "a2 longer\n")
         write(root, "sub/b.txt", "b2 longer\n")
         (root / "other/c.txt").unlink()
         write(root, "sub/new.txt", "new\n")
-        with proj.locked() as wc:
+        with locked(proj) as wc:
             scanned = wc.scan(Scan.auto(Fixed({"a.txt": "m", "sub/new.txt": "c"})))
             second = wc.commit(scanned, Commit("manual"))
         assert scanned.plan.quick
@@ -68,7 +68,7 @@ def test_a_fixed_dirty_set_reads_exactly_those_paths(tmp_path):
         assert content(proj, second.tree, "sub/new.txt") == b"new\n"
         assert content(proj, second.tree, "sub/b.txt") == b"b1\n"            # not named: kept as it was
         assert content(proj, second.tree, "other/c.txt") == b"c1\n"   # a directory off the way
-        with proj.locked() as wc:
+        with locked(proj) as wc:
             third = wc.commit(wc.scan(Scan.full()), Commit("manual"))     # the whole tree: the truth
         assert content(proj, third.tree, "sub/b.txt") == b"b2 longer\n"
         assert content(proj, third.tree, "other/c.txt") is None
@@ -83,7 +83,7 @@ def test_a_fixed_set_without_a_previous_scan_reads_the_whole_tree(tmp_path):
     write(root, "b.txt", "b\n")
     proj = project(root)
     try:
-        with proj.locked() as wc:
+        with locked(proj) as wc:
             scanned = wc.scan(Scan.auto(Fixed({"a.txt": "m"})))
             cp = wc.commit(scanned, Commit("manual"))
         assert not scanned.plan.quick
@@ -111,7 +111,7 @@ def test_attribution_places_fixed_events_against_real_shell_windows(tmp_path):
         (wid,) = [w["id"] for w in proj.catalog.open_windows(proj.id) if w["kind"] == "bash"]
         now = time.time_ns()
         events = {"by_cmd.txt": ("c", now, f"w:{wid}"), "by_person.txt": ("c", now, None)}
-        with proj.locked() as wc:
+        with locked(proj) as wc:
             scanned = wc.scan(Scan.auto(Fixed({p: "c" for p in (*events, "no_event.txt")}, events)))
             wc.commit(scanned)
         got = {r.path: r for r in scanned.segment}

@@ -521,12 +521,12 @@ def test_a_damaged_tree_seen_first_under_a_cache_root_still_stops_gc_once_a_chec
     read it again and stop gc before anything is deleted."""
     from rewind.catalog.db import Catalog
     from rewind.errors import RewindError
-    from rewind.capture.working_copy import Scan
+    from rewind.capture.working_copy import Scan, locked
     home = os.environ["REWIND_HOME"]
     root = tmp_path / "proj"
     write(root, "d/a.txt", "a\n")
     proj = project(root)
-    with proj.locked() as wc:                   # a scan, no checkpoint: the caches name d/'s tree
+    with locked(proj) as wc:                   # a scan, no checkpoint: the caches name d/'s tree
         wc.commit(wc.scan(Scan.auto()))
     sub = treemod.parse(Store(home).get(proj.catalog.state(proj.id)[0]))["d"].oid
     path = Store(home).path(sub)

@@ -529,7 +529,7 @@ def test_a_tool_that_wrote_during_a_long_scan_behind_it_is_still_the_tools(tmp_p
     edit tool writes there and its window closes while the scan goes on: the scan misses
     the file, the next one finds it, and the tool's closed window must still explain it
     (a segment counts windows closed after the scan before it *began*)."""
-    from rewind.capture.working_copy import Scan
+    from rewind.capture.working_copy import Scan, locked
     root = tmp_path / "proj"
     write(root, "a_docs/readme.md", "docs")
     for i in range(700):                                   # walked after a_docs/
@@ -547,7 +547,7 @@ def test_a_tool_that_wrote_during_a_long_scan_behind_it_is_still_the_tools(tmp_p
             hook(post, root, **env)
     proj = project(root)
     try:
-        with proj.locked(60) as wc:
+        with locked(proj, 60) as wc:
             wc.commit(wc.scan(Scan.full(meanwhile)))
     finally:
         proj.close()
