@@ -8,6 +8,7 @@ only, and imported only where a job may start.
 from __future__ import annotations
 
 import os
+from rewind import clock
 
 STAMP = "gc.stamp"
 
@@ -33,10 +34,9 @@ def due(home: str, interval_hours: float) -> bool:
     """Whether gc should run by itself; the first call only starts the clock."""
     if interval_hours <= 0:
         return False
-    import time
     path = os.path.join(home, STAMP)
     try:
-        age = time.time() - os.stat(path).st_mtime
+        age = clock.wall() - os.stat(path).st_mtime
     except FileNotFoundError:
         try:
             touch_stamp(home)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timezone
 
 
 def now_ns() -> int:
     fixed = os.environ.get("REWIND_NOW")
     if fixed:
+        from datetime import datetime
         return int(datetime.fromisoformat(fixed.replace("Z", "+00:00")).timestamp() * 1e9)
     return time.time_ns()
 
@@ -41,6 +41,7 @@ def local_stamp() -> str:
 
 
 def iso(ns: int) -> str:
+    from datetime import datetime, timezone     # not at import: the hooks that never print a time skip it
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

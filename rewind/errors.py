@@ -87,3 +87,8 @@ class ConversationUnavailable(RewindError):
 
 class PathsChangedDuringRestore(RewindError):
     """Paths changed after the safety checkpoint; the restore left them as they are."""
+
+
+class RestoreStopped(RewindError):
+    """A restore stopped part-way (or before its first step); the message says where the
+    tree stands and how to get back."""

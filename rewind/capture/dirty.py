@@ -74,7 +74,7 @@ def mark(project: Project, what: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
     except OSError:
         with project.catalog.transaction():
-            project.catalog.add_watch_event(project.id, MARKER_LOST, ANCHOR, time.time_ns())
+            project.catalog.add_watch_event(project.id, MARKER_LOST, ANCHOR, clock.wall_ns())
         return
     try:
         os.unlink(path)

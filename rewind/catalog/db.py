@@ -26,7 +26,7 @@ from rewind.catalog.sessions import SessionsMixin
 from rewind.catalog.statcache import StatCacheMixin
 from rewind.catalog.watch import WatchMixin
 from rewind.constants import CATALOG_NAME, SCHEMA_VERSION
-from rewind.errors import RewindError
+from rewind.errors import SchemaTooNew
 
 BUSY_TIMEOUT_S = 30
 
@@ -43,9 +43,9 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
         self.db.execute("PRAGMA synchronous=NORMAL")
         version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if version is None or int(version[0]) > SCHEMA_VERSION:
-            raise RewindError(f"the catalog at {self.path} has schema {version and version[0]}, "
-                              f"newer than this rewind understands ({SCHEMA_VERSION})",
-                              hint="upgrade rewind")
+            raise SchemaTooNew(f"the catalog at {self.path} has schema {version and version[0]}, "
+                               f"newer than this rewind understands ({SCHEMA_VERSION})",
+                               hint="upgrade rewind")
         if int(version[0]) < SCHEMA_VERSION:
             from rewind.catalog.schema import migrate
             migrate(self.db, int(version[0]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from rewind.cli import render
-from rewind.errors import CheckpointNotFound, RewindError
+from rewind.errors import CheckpointNotFound, OutsideProject, RewindError
 from rewind.history.restore_apply import recover
 from rewind.project import Project, find_project, open_catalog, open_project, resolve_root
 
@@ -147,7 +147,7 @@ def project_paths(project: Project, paths: list[str] | None) -> list[str] | None
             out.append("")
             continue
         if not real.startswith(project.root.rstrip("/") + "/"):
-            raise RewindError(f"{p!r} is outside the project {project.root}")
+            raise OutsideProject(f"{p!r} is outside the project {project.root}")
         out.append(real[len(project.root.rstrip("/")) + 1:])
     return out
 

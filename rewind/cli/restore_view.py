@@ -11,7 +11,7 @@ from rewind.capture.changes import changes_under
 from rewind.model import ChangeRow
 from rewind.cli import render
 from rewind.cli.list_view import restored_text
-from rewind.errors import Refused, RewindError
+from rewind.errors import PathsChangedDuringRestore, Refused
 from rewind.history.restore_apply import file_mode
 from rewind.history.restore_plan import RestorePlan
 from rewind.store.tree import FILE
@@ -138,6 +138,6 @@ def left_alone(plan: RestorePlan, what: str, again: str) -> None:
         render.err(f"  left as it is: {render.display_path(path)} ({why})")
     if len(plan.left) > 50:
         render.err(f"  … and {len(plan.left) - 50} more")
-    raise RewindError(f"{len(plan.left)} path(s) changed while {what} ran, after its safety checkpoint: "
-                      "left as they are, everything else was done",
-                      hint=f"`{again}` finishes it (their new content is saved first)")
+    raise PathsChangedDuringRestore(f"{len(plan.left)} path(s) changed while {what} ran, after its safety checkpoint: "
+                                    "left as they are, everything else was done",
+                                    hint=f"`{again}` finishes it (their new content is saved first)")

@@ -52,7 +52,7 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
     """Write the forked transcript; returns (new session id, its path)."""
     if cp.agent != "claude":
         raise ConversationUnavailable(f"checkpoint {cp.number} is from {cp.agent or 'no agent session'}: "
-                          "rewinding the conversation works for Claude Code sessions")
+                                      "rewinding the conversation works for Claude Code sessions")
     path = cp.transcript_path
     if not path:
         raise ConversationUnavailable(f"checkpoint {cp.number} has no transcript path")
@@ -61,7 +61,7 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
             raw_lines = f.read().split(b"\n")
     except OSError as e:
         raise ConversationUnavailable(f"cannot read the session's transcript {path} ({e.strerror})",
-                          hint="Claude Code may have cleaned it up") from None
+                                      hint="Claude Code may have cleaned it up") from None
     entries: list = []
     for line in raw_lines:
         try:
@@ -71,12 +71,12 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
     cut = _find_cut(entries, cp)
     if cut is None:
         raise ConversationUnavailable(f"checkpoint {cp.number}'s prompt is not in {path}; the transcript format "
-                          "may be one this rewind does not understand", hint="the files can still be rewound")
+                                      "may be one this rewind does not understand", hint="the files can still be rewound")
     while cut > 0 and isinstance(entries[cut - 1], dict) and entries[cut - 1].get("type") == "queue-operation":
         cut -= 1     # the queueing of the prompt we cut
     if not any(isinstance(e, dict) and e.get("type") in ("user", "assistant") for e in entries[:cut]):
         raise ConversationUnavailable(f"checkpoint {cp.number} comes before the first prompt of its session: "
-                          "there is no earlier conversation to continue", hint="start a new session")
+                                      "there is no earlier conversation to continue", hint="start a new session")
     new_id = str(uuid.uuid4())
     out = []
     for raw, e in zip(raw_lines[:cut], entries[:cut]):

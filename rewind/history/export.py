@@ -38,7 +38,7 @@ def export(project: Project, cp: Checkpoint, branch: str | None = None) -> dict:
             raise ExportRefused(f"{branch!r} is not a valid branch name")
         if f"refs/heads/{branch}" in {r.path for r in repo.references}:
             raise ExportRefused(f"branch {branch!r} exists already; rewind never moves an existing branch",
-                              hint="pick another name")
+                                hint="pick another name")
     load = TreeLoader(project.store)
     odb = repo.odb
     left_out: list[str] = []

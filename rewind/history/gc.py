@@ -43,7 +43,7 @@ from rewind import config
 from rewind.background import STAMP, due, touch_stamp  # noqa: F401  (gc's schedule: background.py)
 from rewind.catalog.db import Catalog
 from rewind.clock import iso, now_ns
-from rewind.errors import CorruptObject, RewindError
+from rewind.errors import CorruptObject, GcStopped, RewindError
 from rewind.lock import store_lock, try_lock
 from rewind.retention import enforce
 from rewind.store import tree as treemod
@@ -130,9 +130,9 @@ def mark(store: Store, roots: dict[str, list], progress: Progress | None = None,
                     unread.add(tid)
                     continue
                 problem = e.problem if isinstance(e, CorruptObject) else f"does not parse ({e})"
-                raise RewindError(f"gc stopped before deleting anything: tree {tid[:12]} of {where} "
-                                  f"is {problem}",
-                                  hint="`rewind verify` lists the damage") from None
+                raise GcStopped(f"gc stopped before deleting anything: tree {tid[:12]} of {where} "
+                                f"is {problem}",
+                                hint="`rewind verify` lists the damage") from None
             marked.add(tid)
             for e in entries.values():
                 if e.kind == DIR:

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from rewind.model import Checkpoint
 from rewind.clock import iso_now
-from rewind.errors import CheckpointNotFound, RewindError
+from rewind.errors import CheckpointNotFound, DamagedCopy, RestoreStopped, RewindError, UndoUnavailable
 from rewind.fsutil import atomic_write, ensure_private_dir, read_fd
 from rewind.history.restore_apply import Dirs, apply_plan, expectations, journal_path, recover, split_path
 from rewind.history.restore_plan import RestorePlan, plan_restore
 from rewind.project import Project
 from rewind.store.tree import FILE, LINK
 from rewind.capture.working_copy import FORCED_REWIND, Commit, Scan, locked
+from rewind import clock
 
 _MEMORY_BUDGET = 256 * 1024 * 1024
 
@@ -38,7 +38,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         if project.catalog.checkpoint(project.id, target.number) is None:
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
                                      hint="the ring or the retention removed it; `rewind list` shows what is left")
-        scan_ns = time.time_ns()
+        scan_ns = clock.wall_ns()
         scanned = wc.scan(Scan.full(progress))
         wc.commit(scanned)
         current = scanned.result
@@ -126,7 +126,7 @@ def _whole(project: Project, plan: RestorePlan) -> None:
                         os.close(fd)
                 project.store.mend(op.old.oid, found)
             except (OSError, RewindError):
-                raise RewindError(f"{op.path}: its stored copy is damaged and the file no longer matches it, "
+                raise DamagedCopy(f"{op.path}: its stored copy is damaged and the file no longer matches it, "
                                   "so the safety checkpoint could not give it back; nothing was changed",
                                   hint="`rewind verify` names the damage; `rewind save` stores the file "
                                        "as it is now, then rewind again") from None
@@ -147,14 +147,14 @@ def _failed(project: Project, plan: RestorePlan, safety: Checkpoint, jpath: str,
             pass
         with project.catalog.transaction():
             project.catalog.drop_checkpoints(project.id, [safety.number])
-        return RewindError(f"the rewind stopped before changing anything: {why}{where}; the tree is as it was",
-                           hint="fix the cause (free space, permissions), then rewind again")
+        return RestoreStopped(f"the rewind stopped before changing anything: {why}{where}; the tree is as it was",
+                              hint="fix the cause (free space, permissions), then rewind again")
     total = len(plan.ops)
-    return RewindError(f"the rewind stopped after {plan.applied} of {total} steps: {why}{where}. The tree is "
-                       f"part checkpoint {plan.target.number}, part as it was; everything it overwrote is in "
-                       f"checkpoint {safety.number}",
-                       hint=f"`rewind to {safety.number}` puts the tree back as it was before the rewind; "
-                            f"`rewind to {plan.target.number}` tries again")
+    return RestoreStopped(f"the rewind stopped after {plan.applied} of {total} steps: {why}{where}. The tree is "
+                          f"part checkpoint {plan.target.number}, part as it was; everything it overwrote is in "
+                          f"checkpoint {safety.number}",
+                          hint=f"`rewind to {safety.number}` puts the tree back as it was before the rewind; "
+                               f"`rewind to {plan.target.number}` tries again")
 
 
 def render_path(name) -> str:
@@ -183,8 +183,8 @@ def undo(project: Project, lock_timeout: float = 30.0):
     restore_id, target_number, safety_number = row
     safety = project.catalog.checkpoint(project.id, safety_number)
     if safety is None:
-        raise RewindError(f"the safety checkpoint {safety_number} of that rewind is gone",
-                          hint="it was dropped by retention; `rewind list` shows what is left")
+        raise UndoUnavailable(f"the safety checkpoint {safety_number} of that rewind is gone",
+                              hint="it was dropped by retention; `rewind list` shows what is left")
     touched = project.catalog.restore_made(project.id, safety_number)[1] or []
     if touched:
         result = restore(project, safety, touched, is_undo=True, lock_timeout=lock_timeout)

@@ -16,7 +16,7 @@ import os
 import stat as S
 
 from rewind.constants import JOURNAL_DIR, TMP_PREFIX
-from rewind.errors import RewindError
+from rewind.errors import RewindError, UnsafePath
 from rewind.fsutil import read_fd, write_all
 from rewind.history.restore_plan import Op, RestorePlan
 from rewind.project import Project
@@ -46,8 +46,8 @@ class Dirs:
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
         except OSError as e:
-            raise RewindError(f"cannot enter {rel_dir!r} without following a link: {e.strerror}",
-                              hint="something changed the tree during the restore; run the restore again") from None
+            raise UnsafePath(f"cannot enter {rel_dir!r} without following a link: {e.strerror}",
+                             hint="something changed the tree during the restore; run the restore again") from None
         self.fds[rel_dir] = fd
         return fd
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from rewind import clock
 
 MAX_PAYLOAD = 64 * 1024 * 1024
 
@@ -76,11 +77,10 @@ def _run(args: list[str]) -> None:
 def gc_if_due() -> None:
     """Once a day a hook (or a command) starts gc detached, never inside the hook's time.
     One stat when it is not due (the interval is at least an hour)."""
-    import time
     from rewind import locations
     home = locations.data_dir()
     try:
-        if time.time() - os.stat(os.path.join(home, "gc.stamp")).st_mtime < 3600:
+        if clock.wall() - os.stat(os.path.join(home, "gc.stamp")).st_mtime < 3600:
             return
     except FileNotFoundError:
         pass

@@ -50,7 +50,7 @@ def _load(path: str) -> tuple[dict, bytes | None]:
         data = json.loads(raw) if raw.strip() else {}
     except ValueError as e:
         raise SettingsFileInvalid(f"{path} is not valid JSON ({e}); not touching it",
-                          hint="fix the file, then run the command again") from None
+                                  hint="fix the file, then run the command again") from None
     if not isinstance(data, dict):
         raise SettingsFileInvalid(f"{path} does not hold a JSON object; not touching it")
     return data, raw

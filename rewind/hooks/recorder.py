@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat as S
-import time
 
 from rewind import config
 from rewind.constants import MAX_FILE_SIZE
@@ -21,6 +20,7 @@ from rewind.lock import store_lock
 from rewind.store.objects import Store
 from rewind.store.objects import digest_of
 from rewind.project import Project, open_catalog, resolve_root
+from rewind import clock
 
 
 def scan(project: Project, checkpoint: dict | None = None):
@@ -85,7 +85,7 @@ def handle(ev: Event) -> str:
 
 def _register(project: Project, ev: Event) -> None:
     with project.catalog.transaction():
-        project.catalog.register_session(project.id, ev.agent, ev.session_id, ev.cwd, ev.source, time.time_ns())
+        project.catalog.register_session(project.id, ev.agent, ev.session_id, ev.cwd, ev.source, clock.wall_ns())
 
 
 def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
@@ -94,7 +94,7 @@ def _close_windows(project: Project, ev: Event, scope: str = "session") -> None:
     them (closed after it began), the next one no longer does."""
     with project.catalog.transaction():
         ids = project.catalog.close_windows(project.id, ev.agent, ev.session_id,
-                                            ev.agent_id if scope == "agent" else None, time.time_ns())
+                                            ev.agent_id if scope == "agent" else None, clock.wall_ns())
     if ids:
         from rewind.capture.dirty import mark
         mark(project, "close-" + ",".join(map(str, ids[:40])))
@@ -128,7 +128,7 @@ def _dispatch(project: Project, ev: Event) -> str:
     if ev.kind == "session_end":
         _close_windows(project, ev)
         with project.catalog.transaction():
-            project.catalog.end_session(ev.agent, ev.session_id, time.time_ns())
+            project.catalog.end_session(ev.agent, ev.session_id, clock.wall_ns())
         return "session ended" + _stop_watcher_if_last(project)
     if ev.kind == "prompt":
         settings = config.load_quietly(project.root)
@@ -156,7 +156,7 @@ def _edited(project: Project, ev: Event) -> str:
     from the last scan until now, closed, with the hash of what the file holds now. The
     pre-image is the last scan's (or the watcher's)."""
     catalog = project.catalog
-    now = time.time_ns()
+    now = clock.wall_ns()
     since = catalog.state(project.id)[1] or now - 60 * 10**9
     notes = []
     for raw in ev.targets[:20]:
@@ -190,7 +190,7 @@ def _shell(project: Project, ev: Event) -> str:
     with project.catalog.transaction():
         wid = catalog.find_window(project.id, "bash", ev.session_id, ev.tool_use_id)
         if wid is not None:
-            catalog.close_window(wid, time.time_ns(), ev.failed)
+            catalog.close_window(wid, clock.wall_ns(), ev.failed)
     if wid is not None:
         mark(project, f"close-{wid}")
     scan(project)
@@ -259,7 +259,7 @@ def _edit(project: Project, ev: Event) -> str:
                                 source="tool", tool=ev.tool, session_id=ev.session_id, flags=flags)
                 with catalog.transaction():
                     catalog.insert_observations(project.id, latest.number if latest else None,
-                                                [row], time.time_ns())
+                                                [row], clock.wall_ns())
             notes.append(f"{raw}: {','.join(flags)}")
             continue
         if ev.kind == "pre_tool":
@@ -272,10 +272,10 @@ def _edit(project: Project, ev: Event) -> str:
                     project.store.flush()
                     with catalog.transaction():
                         catalog.add_preimage(project.id, latest.number if latest else None, rel,
-                                             oid, ev.tool, ev.tool_use_id, ev.session_id, time.time_ns())
+                                             oid, ev.tool, ev.tool_use_id, ev.session_id, clock.wall_ns())
             with catalog.transaction():
                 catalog.open_tool_window(project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id,
-                                         ev.tool, rel, time.time_ns())
+                                         ev.tool, rel, clock.wall_ns())
             notes.append(f"{rel}: pre-image {'stored' if data is not None else 'absent'}")
         else:
             data = _read_regular(full)
@@ -283,6 +283,6 @@ def _edit(project: Project, ev: Event) -> str:
             with catalog.transaction():
                 wid = catalog.find_window(project.id, "tool", ev.session_id, ev.tool_use_id, rel)
                 if wid is not None:
-                    catalog.close_window(wid, time.time_ns(), ev.failed, post)
+                    catalog.close_window(wid, clock.wall_ns(), ev.failed, post)
             notes.append(f"{rel}: closed")
     return "; ".join(notes) or "no target"

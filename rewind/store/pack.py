@@ -18,6 +18,7 @@ import os
 
 from rewind.errors import CorruptObject
 from rewind.fsutil import ensure_private_dir, fsync_dir, write_all
+from rewind import clock
 
 SMALL_PACK = 4096        # gc merges packs of at most this many objects
 DICT_PACK = 64           # ...and a pack of at most this many has its index read into a dict when opened;
@@ -71,8 +72,7 @@ class PackWriter:
         write_all(self.fd, self.offset.to_bytes(8, "big") + len(ids).to_bytes(8, "big") + END)
         os.fsync(self.fd)
         os.close(self.fd)
-        import time
-        name = f"{time.time_ns():020d}-{os.urandom(6).hex()}.pack"   # names sort oldest first
+        name = f"{clock.wall_ns():020d}-{os.urandom(6).hex()}.pack"   # names sort oldest first
         ensure_private_dir(packs_dir)
         os.replace(self.path, os.path.join(packs_dir, name))
         fsync_dir(packs_dir)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable
 
 from rewind.constants import OBJECTS_DIR, TMP_DIR
@@ -21,6 +20,7 @@ from rewind.lock import try_lock
 from rewind.store.objects import PACKS_DIR, Store, loose_path
 from rewind.store.pack import SMALL_PACK, Pack, PackWriter, pack_size
 from rewind.structs import dataclass
+from rewind import clock
 
 TRASH_DIR = "gc-trash"
 GC_LOCK = "gc.lock"            # gc and the pack merge, never both at once
@@ -269,7 +269,7 @@ def merge_packs(home: str) -> int:
 def clean_tmp(home: str, counts, dry_run: bool) -> None:
     """Staging files older than TMP_MAX_AGE_S: left by writers that were killed."""
     tmp = os.path.join(home, TMP_DIR)
-    cutoff = time.time() - TMP_MAX_AGE_S
+    cutoff = clock.wall() - TMP_MAX_AGE_S
     try:
         entries = list(os.scandir(tmp))
     except FileNotFoundError:
