@@ -10,52 +10,9 @@ import typer
 
 from rewind.history import gc as gcmod
 from rewind.cli import render
+from rewind.cli.gc_view import plural, print_report
 from rewind.errors import Refused, RewindError
 from rewind.project import open_catalog
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
-def _print_report(report: gcmod.GcReport) -> None:
-    would = "would " if report.dry_run else ""
-    for problem in report.config_problems:
-        render.err(f"warning: {problem}")
-    by_project: dict[str, list[dict]] = {}
-    for d in report.dropped:
-        by_project.setdefault(d["project"], []).append(d)
-    for root, drops in by_project.items():
-        reasons: dict[str, list[int]] = {}
-        for d in drops:
-            reasons.setdefault(d["reason"], []).append(d["number"])
-        for reason, numbers in reasons.items():
-            numbers.sort()
-            shown = ", ".join(map(str, numbers[:12])) + (" …" if len(numbers) > 12 else "")
-            render.out(f"{would}drop {_plural(len(numbers), 'checkpoint')} of {root} ({reason}): {shown}")
-    if report.held:
-        render.err(f"note: {report.held}")
-    if not report.dropped:
-        render.out("no checkpoint is due to be dropped" if report.dry_run else "no checkpoint dropped")
-    for h in report.hidden:
-        render.out(f"{'would hide' if report.dry_run else 'hid'} checkpoint {h['number']} of {h['project']} "
-                   f"({h['reason']})")
-    render.out(f"{would}free {_plural(report.objects_swept, 'object')} "
-               f"({render.human_size(report.bytes_swept)}); "
-               f"{'would keep' if report.dry_run else 'kept'} {_plural(report.objects_kept + report.objects_spared, 'object')} "
-               f"({render.human_size(report.bytes_kept)})")
-    if report.objects_spared:
-        render.out(f"  {report.objects_spared:,} of them newer than this gc's start (a writer's, in flight)")
-    if report.packs_merged:
-        render.out(f"  {'would merge' if report.dry_run else 'merged'} {report.packs_merged} small packs into one")
-    if report.packed_dead:
-        render.out(f"  {report.packed_dead:,} unreferenced object(s) ({render.human_size(report.packed_dead_bytes)}) "
-                   "stay in packs that hold referenced ones")
-    if report.temp_files_removed:
-        render.out(f"{would}remove {_plural(report.temp_files_removed, 'temporary file')} left by killed writers")
-    if not report.dry_run:
-        render.out(f"took {report.seconds:.2f} s; hooks waited at most {report.seconds_exclusive:.2f} s of it "
-                   "(the sweep)")
 
 
 def gc_impl(dry_run: bool, as_json: bool, auto: bool) -> int:
@@ -84,7 +41,7 @@ def gc_impl(dry_run: bool, as_json: bool, auto: bool) -> int:
     if as_json:
         render.emit_json(report.to_json())
     else:
-        _print_report(report)
+        print_report(report)
     return 0
 
 
@@ -133,9 +90,9 @@ def forget_impl(project_dir: Optional[str], yes: bool, as_json: bool) -> int:
         render.emit_json({"project": root, "checkpoints_removed": removed,
                           "gc": report.to_json() if report else None})
         return 0
-    render.out(f"forgot {_plural(removed, 'checkpoint')} of {root}")
+    render.out(f"forgot {plural(removed, 'checkpoint')} of {root}")
     if report is not None:
-        render.out(f"freed {_plural(report.objects_swept, 'object')} ({render.human_size(report.bytes_swept)})")
+        render.out(f"freed {plural(report.objects_swept, 'object')} ({render.human_size(report.bytes_swept)})")
     else:
         render.out("another gc is running; it frees the content")
     return 0
