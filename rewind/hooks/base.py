@@ -1,4 +1,16 @@
-"""The agent-neutral event every adapter produces."""
+"""The agent-neutral event every adapter produces, and the contract an adapter keeps.
+
+An adapter is one module in `rewind/hooks/`, registered by name in `hooks/__init__.py`
+(`ADAPTERS`), with:
+- `AGENT`: its name (`rewind hook AGENT`);
+- `parse(payload: dict, env: dict) -> Event | None`: the agent's hook payload (and the
+  environment the hook ran in) as an Event, or None for an event rewind does not act on.
+  It never raises on a bad payload: a hook never breaks the agent;
+- for `rewind hooks install`: `SCOPES`, `HOOK_EVENTS` [(event, matcher, timeout)],
+  `settings_path(scope, project_root)`, and optionally `FLAT`/`TOP` (the settings file's
+  shape) and `after_install(path, scope)` / `after_uninstall(path, scope)`.
+Adding an agent is one module, one registry line and one test file.
+"""
 
 from __future__ import annotations
 
@@ -26,3 +38,12 @@ class Event:
     source: str | None = None       # session start source / end reason
     agent_id: str | None = None     # a subagent's id
     stop_scope: str = "session"     # stop: the whole turn, or one subagent ("agent")
+
+
+def text(value, limit: int | None = None) -> str | None:
+    """A payload's string field as rewind stores it: None unless it is a string, NUL bytes
+    dropped (SQLite and paths refuse them), cut at `limit`."""
+    if not isinstance(value, str):
+        return None
+    value = value.replace("\0", "")
+    return value[:limit] if limit else value

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from rewind.hooks.base import Event
+from rewind.hooks.base import Event, text
 
 AGENT = "claude"
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
@@ -26,46 +26,39 @@ _KIND = {
 }
 
 
-def _str(value, limit: int | None = None) -> str | None:
-    if not isinstance(value, str):
-        return None
-    value = value.replace("\0", "")
-    return value[:limit] if limit else value
-
-
 def parse(payload: dict, env: dict) -> Event | None:
     """An Event, or None for events rewind does not act on."""
     name = payload.get("hook_event_name")
     kind = _KIND.get(name) if isinstance(name, str) else None
-    session_id = _str(payload.get("session_id"), 200)
+    session_id = text(payload.get("session_id"), 200)
     if kind is None or not session_id:
         return None
     ev = Event(agent=AGENT, kind=kind, session_id=session_id,
-               cwd=_str(payload.get("cwd"), 4096),
-               project_dir=_str(env.get("CLAUDE_PROJECT_DIR"), 4096),
-               transcript_path=_str(payload.get("transcript_path"), 4096),
-               prompt_id=_str(payload.get("prompt_id"), 200),
-               agent_id=_str(payload.get("agent_id"), 200))
+               cwd=text(payload.get("cwd"), 4096),
+               project_dir=text(env.get("CLAUDE_PROJECT_DIR"), 4096),
+               transcript_path=text(payload.get("transcript_path"), 4096),
+               prompt_id=text(payload.get("prompt_id"), 200),
+               agent_id=text(payload.get("agent_id"), 200))
     if kind == "session_start":
-        ev.source = _str(payload.get("source"), 50)
+        ev.source = text(payload.get("source"), 50)
     elif kind == "session_end":
-        ev.source = _str(payload.get("reason"), 50)
+        ev.source = text(payload.get("reason"), 50)
     elif kind == "prompt":
-        ev.prompt = _str(payload.get("prompt"))
-        ev.prompt_source = _str(payload.get("source"), 50)
+        ev.prompt = text(payload.get("prompt"))
+        ev.prompt_source = text(payload.get("source"), 50)
     elif kind in ("pre_tool", "post_tool"):
-        ev.tool = _str(payload.get("tool_name"), 200)
-        ev.tool_use_id = _str(payload.get("tool_use_id"), 200)
+        ev.tool = text(payload.get("tool_name"), 200)
+        ev.tool_use_id = text(payload.get("tool_use_id"), 200)
         ev.failed = name == "PostToolUseFailure"
         tool_input = payload.get("tool_input")
         if not isinstance(tool_input, dict):
             tool_input = {}
         if ev.tool in SHELL_TOOLS:
             ev.tool_kind = "shell"
-            ev.command = _str(tool_input.get("command"), 10_000)
+            ev.command = text(tool_input.get("command"), 10_000)
         elif ev.tool in EDIT_TOOLS:
             ev.tool_kind = "edit"
-            target = _str(tool_input.get("file_path")) or _str(tool_input.get("notebook_path"))
+            target = text(tool_input.get("file_path")) or text(tool_input.get("notebook_path"))
             if target:
                 ev.targets = [target]
         else:

@@ -17,8 +17,7 @@ import json
 import os
 import re
 
-from rewind.hooks.base import Event
-from rewind.hooks.claude import _str
+from rewind.hooks.base import Event, text
 
 AGENT = "codex"
 _KIND = {"SessionStart": "session_start", "UserPromptSubmit": "prompt", "PreToolUse": "pre_tool",
@@ -48,23 +47,23 @@ def patch_targets(patch: str) -> list[str]:
 def parse(payload: dict, env: dict) -> Event | None:
     name = payload.get("hook_event_name")
     kind = _KIND.get(name) if isinstance(name, str) else None
-    session_id = _str(payload.get("session_id"), 200)
+    session_id = text(payload.get("session_id"), 200)
     if kind is None or not session_id:
         return None
-    ev = Event(agent=AGENT, kind=kind, session_id=session_id, cwd=_str(payload.get("cwd"), 4096),
-               transcript_path=_str(payload.get("transcript_path"), 4096),
-               prompt_id=_str(payload.get("turn_id"), 200), agent_id=_str(payload.get("agent_id"), 200))
+    ev = Event(agent=AGENT, kind=kind, session_id=session_id, cwd=text(payload.get("cwd"), 4096),
+               transcript_path=text(payload.get("transcript_path"), 4096),
+               prompt_id=text(payload.get("turn_id"), 200), agent_id=text(payload.get("agent_id"), 200))
     if kind == "session_start":
-        ev.source = _str(payload.get("source"), 50)
+        ev.source = text(payload.get("source"), 50)
     elif kind == "session_end":
-        ev.source = _str(payload.get("reason"), 50)
+        ev.source = text(payload.get("reason"), 50)
     elif kind == "prompt":
-        ev.prompt = _str(payload.get("prompt"))
+        ev.prompt = text(payload.get("prompt"))
     elif kind in ("pre_tool", "post_tool"):
-        tool = _str(payload.get("tool_name"), 200)
-        ev.tool_use_id = _str(payload.get("tool_use_id"), 200)
+        tool = text(payload.get("tool_name"), 200)
+        ev.tool_use_id = text(payload.get("tool_use_id"), 200)
         tool_input = payload.get("tool_input") if isinstance(payload.get("tool_input"), dict) else {}
-        command = _str(tool_input.get("command"))
+        command = text(tool_input.get("command"))
         if tool == "Bash":
             ev.tool, ev.tool_kind, ev.command = tool, "shell", (command or "")[:10_000] or None
         elif tool == "apply_patch":

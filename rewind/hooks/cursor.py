@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import os
 
-from rewind.hooks.base import Event
-from rewind.hooks.claude import _str
+from rewind.hooks.base import Event, text
 
 AGENT = "cursor"
 _KIND = {"sessionStart": "session_start", "beforeSubmitPrompt": "prompt",
@@ -29,23 +28,23 @@ TOP = {"version": 1}
 def parse(payload: dict, env: dict) -> Event | None:
     name = payload.get("hook_event_name")
     kind = _KIND.get(name) if isinstance(name, str) else None
-    session = _str(payload.get("conversation_id"), 200)
+    session = text(payload.get("conversation_id"), 200)
     if kind is None or not session:
         return None
     roots = payload.get("workspace_roots")
-    root = _str(roots[0], 4096) if isinstance(roots, list) and roots else None
-    ev = Event(agent=AGENT, kind=kind, session_id=session, cwd=_str(payload.get("cwd"), 4096) or root,
-               project_dir=root, transcript_path=_str(payload.get("transcript_path"), 4096),
-               prompt_id=_str(payload.get("generation_id"), 200))
+    root = text(roots[0], 4096) if isinstance(roots, list) and roots else None
+    ev = Event(agent=AGENT, kind=kind, session_id=session, cwd=text(payload.get("cwd"), 4096) or root,
+               project_dir=root, transcript_path=text(payload.get("transcript_path"), 4096),
+               prompt_id=text(payload.get("generation_id"), 200))
     if kind == "prompt":
-        ev.prompt = _str(payload.get("prompt"))
+        ev.prompt = text(payload.get("prompt"))
     elif kind in ("pre_tool", "post_tool"):
         ev.tool, ev.tool_kind = "shell", "shell"
-        ev.command = _str(payload.get("command"), 10_000)
-        ev.tool_use_id = _str(payload.get("generation_id"), 200)
+        ev.command = text(payload.get("command"), 10_000)
+        ev.tool_use_id = text(payload.get("generation_id"), 200)
     elif kind == "file_edited":
         ev.tool, ev.tool_kind = "edit", "edit"
-        target = _str(payload.get("file_path"), 4096)
+        target = text(payload.get("file_path"), 4096)
         if not target:
             return None
         ev.targets = [target]

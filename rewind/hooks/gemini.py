@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 
-from rewind.hooks.base import Event
-from rewind.hooks.claude import _str
+from rewind.hooks.base import Event, text
 
 AGENT = "gemini"
 _KIND = {"SessionStart": "session_start", "BeforeAgent": "prompt", "BeforeTool": "pre_tool",
@@ -35,30 +34,30 @@ HOOK_EVENTS = [
 def parse(payload: dict, env: dict) -> Event | None:
     name = payload.get("hook_event_name")
     kind = _KIND.get(name) if isinstance(name, str) else None
-    session_id = _str(payload.get("session_id"), 200)
+    session_id = text(payload.get("session_id"), 200)
     if kind is None or not session_id:
         return None
-    ev = Event(agent=AGENT, kind=kind, session_id=session_id, cwd=_str(payload.get("cwd"), 4096),
-               project_dir=_str(env.get("GEMINI_PROJECT_DIR"), 4096),
-               transcript_path=_str(payload.get("transcript_path"), 4096))
+    ev = Event(agent=AGENT, kind=kind, session_id=session_id, cwd=text(payload.get("cwd"), 4096),
+               project_dir=text(env.get("GEMINI_PROJECT_DIR"), 4096),
+               transcript_path=text(payload.get("transcript_path"), 4096))
     if kind == "session_start":
-        ev.source = _str(payload.get("source"), 50)
+        ev.source = text(payload.get("source"), 50)
     elif kind == "session_end":
-        ev.source = _str(payload.get("reason"), 50)
+        ev.source = text(payload.get("reason"), 50)
     elif kind == "prompt":
-        ev.prompt = _str(payload.get("prompt"))
+        ev.prompt = text(payload.get("prompt"))
     elif kind in ("pre_tool", "post_tool"):
-        tool = _str(payload.get("tool_name"), 200)
+        tool = text(payload.get("tool_name"), 200)
         tool_input = payload.get("tool_input") if isinstance(payload.get("tool_input"), dict) else {}
         if tool in SHELL:
             ev.tool, ev.tool_kind = tool, "shell"
-            ev.command = _str(tool_input.get("command"), 10_000)
+            ev.command = text(tool_input.get("command"), 10_000)
             if kind == "post_tool":
                 resp = payload.get("tool_response")
-                text = resp.get("llmContent") if isinstance(resp, dict) else None
-                ev.failed = isinstance(text, str) and "\nExit Code: " in text
+                content = resp.get("llmContent") if isinstance(resp, dict) else None
+                ev.failed = isinstance(content, str) and "\nExit Code: " in content
         elif tool in EDIT:
-            target = _str(tool_input.get("file_path"), 4096)
+            target = text(tool_input.get("file_path"), 4096)
             if not target:
                 return None
             ev.tool, ev.tool_kind, ev.targets = tool, "edit", [target]

@@ -19,8 +19,7 @@ attributed to it. Without any hook, `rewind save -m "..."` takes a checkpoint by
 
 from __future__ import annotations
 
-from rewind.hooks.base import Event
-from rewind.hooks.claude import _str
+from rewind.hooks.base import Event, text
 
 AGENT = "generic"
 _KIND = {"session-start": "session_start", "prompt": "prompt", "tool-start": "pre_tool",
@@ -30,20 +29,20 @@ SCOPES: tuple[str, ...] = ()     # nothing to install: the agent's own config ca
 
 def parse(payload: dict, env: dict) -> Event | None:
     kind = _KIND.get(payload.get("event")) if isinstance(payload.get("event"), str) else None
-    session = _str(payload.get("session"), 200)
+    session = text(payload.get("session"), 200)
     if kind is None or not session:
         return None
-    ev = Event(agent=AGENT, kind=kind, session_id=session, cwd=_str(payload.get("cwd"), 4096),
-               project_dir=_str(payload.get("project"), 4096))
+    ev = Event(agent=AGENT, kind=kind, session_id=session, cwd=text(payload.get("cwd"), 4096),
+               project_dir=text(payload.get("project"), 4096))
     if kind == "prompt":
-        ev.prompt = _str(payload.get("prompt"))
+        ev.prompt = text(payload.get("prompt"))
     elif kind in ("pre_tool", "post_tool"):
         tool = payload.get("tool")
-        ev.tool_use_id = _str(payload.get("id"), 200)
+        ev.tool_use_id = text(payload.get("id"), 200)
         ev.failed = payload.get("failed") is True
         if tool == "shell":
             ev.tool, ev.tool_kind = "shell", "shell"
-            ev.command = _str(payload.get("command"), 10_000)
+            ev.command = text(payload.get("command"), 10_000)
         elif tool == "edit":
             ev.tool, ev.tool_kind = "edit", "edit"
             paths = payload.get("paths")
