@@ -80,10 +80,10 @@ def main() -> int:
     tree, home, shadow = work / "tree", work / "home", work / "shadow.git"
     os.environ["REWIND_HOME"] = str(home)
     sys.path.insert(0, str(REPO))
+    from rewind.capture.working_copy import capture
     from rewind.catalog.db import Catalog
     from rewind.history.gc import run as gc_run
     from rewind.project import open_project
-    from rewind.capture.working_copy import capture
 
     try:
         subprocess.run([sys.executable, args.make_tree, "gen", str(tree), "--files", str(args.files),

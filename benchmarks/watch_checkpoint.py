@@ -63,8 +63,7 @@ def main() -> int:
                        check=True, stdout=subprocess.DEVNULL)
         print(f"generated {args.files} files in {time.perf_counter() - t:.0f} s", flush=True)
         sys.path.insert(0, str(REPO))
-        from rewind.cli.replay import bundled_session
-        from rewind.cli.replay import fill
+        from rewind.cli.replay import bundled_session, fill
         session = bundled_session()
         ups = fill(next(p for p in session if p["hook_event_name"] == "UserPromptSubmit"), str(tree), "bench",
                    str(work / "cc"))

@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from rewind.model import ChangeRow
-from rewind.store.tree import DIR
-from rewind.store.tree import LARGE
-from rewind.store.tree import LINK
-from rewind.store.tree import Entry
-from rewind.store.tree import Tree
+from rewind.store.tree import DIR, LARGE, LINK, Entry, Tree
 
 Load = Callable[[str], Tree]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from rewind import __version__, locations
+from rewind import __version__, clock, locations
 from rewind.constants import LOG_NAME
-from rewind import clock
 
 _MAX = 5 * 1024 * 1024
 

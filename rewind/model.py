@@ -6,8 +6,7 @@ writes them, capture and history build and consume them, the CLI renders them.
 
 from __future__ import annotations
 
-from rewind.structs import dataclass
-from rewind.structs import field
+from rewind.structs import dataclass, field
 
 
 @dataclass

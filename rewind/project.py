@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from rewind.structs import dataclass
 
 from rewind import locations
 from rewind.catalog.db import Catalog
 from rewind.errors import NotInProject, RefusedRoot
 from rewind.store.objects import Store
+from rewind.structs import dataclass
 
 
 def git_toplevel(path: str) -> str | None:

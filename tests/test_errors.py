@@ -10,8 +10,8 @@ import pytest
 
 from helpers import project, run_rewind, write
 from rewind import errors
-from rewind.catalog.db import Catalog
 from rewind.capture.working_copy import capture
+from rewind.catalog.db import Catalog
 from rewind.history.conversation import fork
 from rewind.history.export import export
 from rewind.project import open_project

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 
 from rewind.capture.attribution import apply_observations, attribute_segment, fallback_rewind, restored_authors
-from rewind.capture.snapshot import TreeLoader, blob_binary, working_scan
 from rewind.capture.scan import ScanResult
-from rewind.model import ChangeRow, Checkpoint
+from rewind.capture.snapshot import TreeLoader, blob_binary, working_scan
 from rewind.diff import change_rows, diff_trees
 from rewind.errors import CorruptObject
+from rewind.model import ChangeRow, Checkpoint
 from rewind.project import Project
 from rewind.store.objects import Store
 from rewind.store.tree import FILE

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import time
-from rewind.structs import dataclass
 
 from rewind import clock
+from rewind.capture.ignore import exclude_signature
 from rewind.constants import COOKIE_PREFIX
 from rewind.lock import try_lock
-from rewind.capture.ignore import exclude_signature
 from rewind.project import Project
+from rewind.structs import dataclass
 
 COOKIE_TIMEOUT_S = 0.5
 ANCHOR = "r"        # an event kind that makes the next scan read everything

@@ -16,23 +16,14 @@ from __future__ import annotations
 
 import os
 import stat as S
-from rewind.structs import dataclass
-from rewind.structs import field
 
+from rewind import clock
+from rewind.capture.ignore import IgnoreRules, is_always_ignored
 from rewind.constants import MAX_FILE_SIZE
 from rewind.fsutil import read_fd
-from rewind.capture.ignore import IgnoreRules
-from rewind.capture.ignore import is_always_ignored
-from rewind.store.objects import Store
-from rewind.store.objects import digest_of
-from rewind.store.tree import DIR
-from rewind.store.tree import FILE
-from rewind.store.tree import LARGE
-from rewind.store.tree import LINK
-from rewind.store.tree import Entry
-from rewind.store.tree import Tree
-from rewind.store.tree import tree_id
-from rewind import clock
+from rewind.store.objects import Store, digest_of
+from rewind.store.tree import DIR, FILE, LARGE, LINK, Entry, Tree, tree_id
+from rewind.structs import dataclass, field
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -29,21 +29,21 @@ import json
 from contextlib import contextmanager
 
 from rewind import config
+from rewind import clock
 from rewind.capture import dirty as dirtymod
 from rewind.capture.attribution import (apply_observations, attribute_segment, default_source,
                                         fallback_rewind, git_moved, git_row, restored_authors)
 from rewind.capture.ignore import exclude_signature
 from rewind.capture.scan import ScanResult, scan, scan_dirty
 from rewind.capture.snapshot import Hinted, TreeLoader, binary_in, examined_by, keep_hints, project_clock
-from rewind.model import ChangeRow, Checkpoint
 from rewind.clock import iso, now_ns
 from rewind.diff import change_rows, diff_trees
 from rewind.errors import CorruptObject
 from rewind.lock import project_lock
+from rewind.model import ChangeRow, Checkpoint
 from rewind.project import Project, git_state
 from rewind.retention import enforce
 from rewind.structs import dataclass
-from rewind import clock
 
 FORCED_REWIND = ("rewind", None, None, None)
 

@@ -18,8 +18,8 @@ from rewind.cli.options import JsonOpt, ProjectOpt
 
 
 def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
-    from rewind.errors import NotInProject
     from rewind.cli.common import project_for
+    from rewind.errors import NotInProject
     findings = [finding("ok", f"rewind {__version__}, Python {platform.python_version()} ({sys.executable}), "
                               f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}")]
     try:

@@ -8,10 +8,10 @@ from typing import Optional
 
 import typer
 
-from rewind.history import gc as gcmod
 from rewind.cli import render
 from rewind.cli.gc_view import plural, print_report
 from rewind.errors import Refused, RewindError
+from rewind.history import gc as gcmod
 from rewind.project import open_catalog
 
 

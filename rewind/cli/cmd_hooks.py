@@ -10,8 +10,7 @@ import typer
 from rewind.cli import render
 from rewind.cli.options import JsonOpt, ProjectOpt
 from rewind.errors import UsageError
-from rewind.hooks import ADAPTERS
-from rewind.hooks import install as installer
+from rewind.hooks import ADAPTERS, install as installer
 
 
 def _adapter(agent: str):

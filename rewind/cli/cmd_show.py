@@ -7,12 +7,12 @@ from typing import Optional
 import typer
 
 from rewind.capture.changes import changes_under
-from rewind.model import ChangeRow
 from rewind.cli import render
 from rewind.cli.common import project_for, resolve_checkpoint
 from rewind.cli.json_shapes import checkpoint_json
 from rewind.cli.list_view import describe, restored_text
 from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
+from rewind.model import ChangeRow
 
 STATUS_MARK = {"added": "A", "modified": "M", "deleted": "D"}
 

@@ -15,8 +15,7 @@ def finding(level: str, what: str, fix: str | None = None) -> dict:
 
 def check_hooks(root: str) -> list[dict]:
     import importlib
-    from rewind.hooks import ADAPTERS
-    from rewind.hooks import install as installer
+    from rewind.hooks import ADAPTERS, install as installer
     out, any_installed = [], False
     for agent, module in sorted(ADAPTERS.items()):
         mod = importlib.import_module(module)
@@ -120,8 +119,8 @@ def check_store(project) -> list[dict]:
 
 
 def check_failures(project) -> list[dict]:
-    from rewind.log import log_path
     from rewind.cli.common import hook_failures
+    from rewind.log import log_path
     lost = project.catalog.lost(project.id)
     out = []
     if lost:

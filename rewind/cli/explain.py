@@ -28,8 +28,8 @@ def catalog_error(e: Exception) -> str | None:
         pass
     else:
         return None
-    from rewind.constants import CATALOG_NAME
     from rewind import locations
+    from rewind.constants import CATALOG_NAME
     path = f"{locations.data_dir()}/{CATALOG_NAME}"
     return (f"the catalog {path} is damaged ({text.splitlines()[0][:120]}); the objects beside it are not "
             "touched (`rewind doctor` checks the rest; a catalog moved aside starts afresh: its "

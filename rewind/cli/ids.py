@@ -36,8 +36,8 @@ def complete_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
     """Shell completion of checkpoint ids, with each one's prompt as the description.
     Never fails: a completion that cannot be computed is simply empty."""
     try:
-        from rewind.catalog.db import Catalog
         from rewind import locations
+        from rewind.catalog.db import Catalog
         home = locations.data_dir()
         if not os.path.exists(os.path.join(home, "catalog.sqlite")):
             return []

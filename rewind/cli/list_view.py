@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rewind.model import ChangeRow, Checkpoint
 from rewind.cli import render
+from rewind.model import ChangeRow, Checkpoint
 
 # what a reader must notice, in the order badges are shown
 BADGES = (("bash", "bash", "yellow"), ("external", "external", "magenta"),

@@ -8,12 +8,12 @@ import sys
 import typer
 
 from rewind.capture.changes import changes_under
-from rewind.model import ChangeRow
 from rewind.cli import render
 from rewind.cli.list_view import restored_text
 from rewind.errors import PathsChangedDuringRestore, Refused
 from rewind.history.restore_apply import file_mode
 from rewind.history.restore_plan import RestorePlan
+from rewind.model import ChangeRow
 from rewind.store.tree import FILE
 
 AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint

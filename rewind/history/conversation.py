@@ -15,8 +15,8 @@ import json
 import os
 import uuid
 
-from rewind.model import Checkpoint
 from rewind.errors import ConversationUnavailable
+from rewind.model import Checkpoint
 
 
 def _text(entry: dict) -> str | None:

@@ -14,14 +14,11 @@ import io
 import os
 import re
 
-from rewind.model import Checkpoint
-from rewind.errors import ExportRefused
-from rewind.project import Project
 from rewind.capture.snapshot import TreeLoader
-from rewind.store.tree import DIR
-from rewind.store.tree import FILE
-from rewind.store.tree import LARGE
-from rewind.store.tree import LINK
+from rewind.errors import ExportRefused
+from rewind.model import Checkpoint
+from rewind.project import Project
+from rewind.store.tree import DIR, FILE, LARGE, LINK
 
 _BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)[^\x00-\x20~^:?*\[\\\x7f]+(?<![/.])$")
 

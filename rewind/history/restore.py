@@ -12,16 +12,16 @@ from __future__ import annotations
 import json
 import os
 
-from rewind.model import Checkpoint
+from rewind import clock
+from rewind.capture.working_copy import FORCED_REWIND, Commit, Scan, locked
 from rewind.clock import iso_now
 from rewind.errors import CheckpointNotFound, DamagedCopy, RestoreStopped, RewindError, UndoUnavailable
 from rewind.fsutil import atomic_write, ensure_private_dir, read_fd
 from rewind.history.restore_apply import Dirs, apply_plan, expectations, journal_path, recover, split_path
 from rewind.history.restore_plan import RestorePlan, plan_restore
+from rewind.model import Checkpoint
 from rewind.project import Project
 from rewind.store.tree import FILE, LINK
-from rewind.capture.working_copy import FORCED_REWIND, Commit, Scan, locked
-from rewind import clock
 
 _MEMORY_BUDGET = 256 * 1024 * 1024
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from rewind.capture.ignore import IgnoreRules
 from rewind.capture.scan import ScanResult
 from rewind.capture.snapshot import TreeLoader, working_scan
-from rewind.model import Checkpoint
 from rewind.diff import path_selector
+from rewind.model import Checkpoint
 from rewind.project import Project
 from rewind.store.objects import digest_of
 from rewind.store.tree import DIR, FILE, LARGE, LINK, Entry

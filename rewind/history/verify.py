@@ -3,16 +3,14 @@ catalog's rows are sane (paths stay under the root)."""
 
 from __future__ import annotations
 
-from rewind.structs import dataclass
-from rewind.structs import field
+from rewind.structs import dataclass, field
 from collections.abc import Callable
 
-from rewind.store import tree as treemod
 from rewind.catalog.db import Catalog
 from rewind.errors import CorruptObject
+from rewind.store import tree as treemod
 from rewind.store.objects import Store
-from rewind.store.tree import DIR
-from rewind.store.tree import LARGE
+from rewind.store.tree import DIR, LARGE
 
 
 @dataclass

@@ -14,8 +14,7 @@ Adding an agent is one module, one registry line and one test file.
 
 from __future__ import annotations
 
-from rewind.structs import dataclass
-from rewind.structs import field
+from rewind.structs import dataclass, field
 
 
 @dataclass

@@ -34,8 +34,8 @@ def run_hook(args: list[str]) -> int:
 
 
 def _run(args: list[str]) -> None:
-    from rewind.log import log
     from rewind.hooks import ADAPTERS
+    from rewind.log import log
     agent = args[0] if args else ""
     if agent not in ADAPTERS:
         log(f"hook: unknown agent {agent!r} (known: {', '.join(sorted(ADAPTERS))})")
@@ -91,8 +91,7 @@ def gc_if_due() -> None:
 def merge_if_due() -> None:
     """Past a number of packs, a hook starts their merge detached: one listing otherwise."""
     from rewind import locations
-    from rewind.store.objects import MERGE_AT
-    from rewind.store.objects import PACKS_DIR
+    from rewind.store.objects import MERGE_AT, PACKS_DIR
     home = locations.data_dir()
     try:
         if len(os.listdir(os.path.join(home, PACKS_DIR))) < MERGE_AT:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import os
 
-from rewind import locations
-from rewind import clock
+from rewind import clock, locations
 
 NAME = "hook-failures.jsonl"
 KEEP = 200          # lines kept: the newest

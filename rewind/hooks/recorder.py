@@ -11,16 +11,14 @@ from __future__ import annotations
 import os
 import stat as S
 
-from rewind import config
+from rewind import clock, config
+from rewind.capture.ignore import IgnoreRules
 from rewind.constants import MAX_FILE_SIZE
 from rewind.fsutil import read_fd
 from rewind.hooks.base import Event
-from rewind.capture.ignore import IgnoreRules
 from rewind.lock import store_lock
-from rewind.store.objects import Store
-from rewind.store.objects import digest_of
 from rewind.project import Project, open_catalog, resolve_root
-from rewind import clock
+from rewind.store.objects import Store, digest_of
 
 
 def scan(project: Project, checkpoint: dict | None = None):
@@ -176,8 +174,7 @@ def _shell(project: Project, ev: Event) -> str:
     """A shell window: opened after a scan (what came before is not the command's), closed
     before one (the scan's segment ends with it). Each is marked in the watcher's stream."""
     from rewind.capture.dirty import mark
-    from rewind.capture.procs import hook_chain
-    from rewind.capture.procs import last_pid
+    from rewind.capture.procs import hook_chain, last_pid
     catalog = project.catalog
     if ev.kind == "pre_tool":
         _, stamp = scan(project)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
+from rewind import clock
 from rewind.errors import CorruptObject
 from rewind.fsutil import ensure_private_dir, fsync_dir, write_all
-from rewind import clock
 
 SMALL_PACK = 4096        # gc merges packs of at most this many objects
 DICT_PACK = 64           # ...and a pack of at most this many has its index read into a dict when opened;

@@ -15,12 +15,12 @@ import os
 import re
 from collections.abc import Callable
 
+from rewind import clock
 from rewind.constants import OBJECTS_DIR, TMP_DIR
 from rewind.lock import try_lock
 from rewind.store.objects import PACKS_DIR, Store, loose_path
 from rewind.store.pack import SMALL_PACK, Pack, PackWriter, pack_size
 from rewind.structs import dataclass
-from rewind import clock
 
 TRASH_DIR = "gc-trash"
 GC_LOCK = "gc.lock"            # gc and the pack merge, never both at once

@@ -272,8 +272,8 @@ class Watcher(ShellWindows):
     def _baseline(self) -> None:
         """A full scan right after the watches are in place: the base every later
         incremental scan builds on (the first snapshot of a big tree, off the hooks' time)."""
-        from rewind.project import open_project
         from rewind.capture.working_copy import Scan, locked
+        from rewind.project import open_project
         try:
             project = open_project(self.root, create=True)
             try:

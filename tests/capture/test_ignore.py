@@ -15,9 +15,7 @@ import time
 
 import pytest
 
-from rewind.capture.ignore import ALWAYS_IGNORED_NAMES
-from rewind.capture.ignore import IgnoreRules
-from rewind.capture.ignore import is_always_ignored
+from rewind.capture.ignore import ALWAYS_IGNORED_NAMES, IgnoreRules, is_always_ignored
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is needed as the oracle")
 

@@ -10,10 +10,9 @@ import shutil
 
 import pytest
 
-from rewind.store.objects import Store
-from rewind.capture.scan import scan
-from rewind.capture.scan import scan_dirty
+from rewind.capture.scan import scan, scan_dirty
 from rewind.capture.snapshot import TreeLoader
+from rewind.store.objects import Store
 
 
 def _rel(root, p):

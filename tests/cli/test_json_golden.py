@@ -41,9 +41,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REWIND, git, run_rewind, write
-from rewind.cli.replay import bundled_session
-from rewind.cli.replay import fill
-from rewind.cli.replay import replay
+from rewind.cli.replay import bundled_session, fill, replay
 from rewind.locations import config_dir
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

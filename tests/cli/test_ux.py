@@ -101,8 +101,7 @@ def test_doctor_on_a_healthy_and_a_broken_setup(tmp_path):
     assert "watching" in watcher.stdout.readline()
     watcher.kill()
     watcher.wait()
-    from rewind.store.objects import Store
-    from rewind.store.objects import digest_of
+    from rewind.store.objects import Store, digest_of
     obj = Path(Store(os.environ["REWIND_HOME"]).path(digest_of(b"a" * 100)))     # a.txt, in the checkpoint
     obj.write_bytes(obj.read_bytes()[:-1] + b"!")
     proc = run_rewind("doctor", cwd=root, check=1)

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from rewind.model import Checkpoint
-from rewind.history.conversation import fork
 from rewind.errors import RewindError
+from rewind.history.conversation import fork
+from rewind.model import Checkpoint
 
 
 def cp(tmp_path, lines, **kw) -> Checkpoint:

@@ -7,11 +7,11 @@ import json
 import os
 
 from helpers import fingerprint, project, run_rewind, write
+from rewind.capture.working_copy import capture
 from rewind.errors import RewindError
 from rewind.history.restore import restore
 from rewind.history.restore_apply import recover
 from rewind.history.restore_plan import plan_for_display
-from rewind.capture.working_copy import capture
 
 
 def test_a_symlink_planted_since_the_checkpoint_cannot_redirect_the_restore(tmp_path):
@@ -201,8 +201,8 @@ def test_an_interrupted_restore_is_cleaned_up_and_reported_by_the_next_command(t
     cp, _ = capture(proj, "manual")
     write(root, "d/f.txt", "v2")
     # a restore that dies half-way: its journal and a temp file are left behind
-    from rewind.history.restore_apply import journal_path
     from rewind.fsutil import atomic_write
+    from rewind.history.restore_apply import journal_path
     os.makedirs(os.path.dirname(journal_path(proj)), exist_ok=True)
     atomic_write(journal_path(proj), json.dumps(
         {"target": 1, "safety": 2, "tag": "2", "dirs": ["d"]}).encode())

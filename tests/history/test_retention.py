@@ -15,17 +15,14 @@ from pathlib import Path
 import pytest
 
 from helpers import REWIND, fingerprint, on_a_terminal, processes_with_home, project, run_rewind, write
+from rewind.capture.working_copy import capture
+from rewind.cli.replay import bundled_session, fill, hook_in_process
 from rewind.history import gc as gcmod
-from rewind.store import tree as treemod
-from rewind.cli.replay import bundled_session
-from rewind.cli.replay import fill
-from rewind.cli.replay import hook_in_process
 from rewind.history.restore import restore
 from rewind.retention import CheckpointAge, decide
+from rewind.store import tree as treemod
 from rewind.store.objects import Store
-from rewind.capture.working_copy import capture
-from rewind.store.tree import DIR
-from rewind.store.tree import LARGE
+from rewind.store.tree import DIR, LARGE
 
 DAY = 86400 * 10**9
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
@@ -385,8 +382,8 @@ def test_status_all_and_forget(tmp_path):
 WORKER = r"""
 import os, sys, random, time
 sys.path.insert(0, {src!r})
-from rewind.project import open_project
 from rewind.capture.working_copy import capture
+from rewind.project import open_project
 root, k, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(k)
 proj = open_project(root, create=True)
@@ -445,8 +442,8 @@ LATE_WRITER = r"""
 import os, sys, time
 sys.path.insert(0, {src!r})
 import rewind.store.objects as objects
-from rewind.project import open_project
 from rewind.capture.working_copy import capture
+from rewind.project import open_project
 root, home, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for f in range(n):
     with open(os.path.join(root, "late", f"{{f}}.txt"), "w") as fh:
@@ -519,9 +516,9 @@ def test_a_damaged_tree_seen_first_under_a_cache_root_still_stops_gc_once_a_chec
     """gc's first pass may only keep a tree it cannot read when a cache names it; if a
     checkpoint committed before the sweep names the same tree above it, the second pass must
     read it again and stop gc before anything is deleted."""
+    from rewind.capture.working_copy import Scan, locked
     from rewind.catalog.db import Catalog
     from rewind.errors import RewindError
-    from rewind.capture.working_copy import Scan, locked
     home = os.environ["REWIND_HOME"]
     root = tmp_path / "proj"
     write(root, "d/a.txt", "a\n")

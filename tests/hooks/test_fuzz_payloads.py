@@ -119,8 +119,8 @@ def test_hostile_payloads_never_break_the_agent_or_reach_outside(world, agent, m
         assert sorted(os.listdir(root.parent)) == siblings
     run()
     assert tried[0] >= 100
-    from rewind.history.verify import verify
     from rewind.catalog.db import Catalog
+    from rewind.history.verify import verify
     from rewind.store.objects import Store
     home = os.environ["REWIND_HOME"]
     if Path(home, "catalog.sqlite").exists():

@@ -12,10 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REWIND, fingerprint, run_rewind, write
-from rewind.cli.replay import bundled_session
-from rewind.cli.replay import fill
-from rewind.cli.replay import hook_in_process
-from rewind.cli.replay import replay
+from rewind.cli.replay import bundled_session, fill, hook_in_process, replay
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "realclient" / "payloads"   # ../shared beside the checkout
 SETUP = {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nlevel = 1\n",

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REWIND, fingerprint, project, run_rewind, write
-from rewind.store.objects import Store
-from rewind.store.objects import digest_of
+from rewind.store.objects import Store, digest_of
 
 ROOT = os.geteuid() == 0
 SETPRIV = shutil.which("setpriv")

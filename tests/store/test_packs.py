@@ -226,8 +226,8 @@ def test_a_save_killed_while_writing_its_pack_leaves_no_pack_and_loses_nothing(t
 def test_hooks_start_a_merge_of_small_packs_that_loses_nothing(tmp_path):
     """A prompt's checkpoint adds a small pack; past MERGE_AT packs a hook starts their
     merge detached, and every checkpoint still restores exactly."""
-    from rewind.store.objects import MERGE_AT
     from rewind.cli.replay import bundled_session, fill
+    from rewind.store.objects import MERGE_AT
     home = os.environ["REWIND_HOME"]
     root = tmp_path / "proj"
     big_tree(root, 60)

@@ -10,9 +10,8 @@ import shutil
 import pytest
 
 from helpers import fingerprint, project, run_rewind
-from rewind.history.restore import restore
-from rewind.history.restore import undo
 from rewind.capture.working_copy import capture
+from rewind.history.restore import restore, undo
 
 NAMES = ["a", "b.txt", "Ünïcode-é.md", "space name", "new\nline", "tab\tname", "日本語.py",
          "x.py", "bin.dat", "UPPER", "-dash", ".hidden", os.fsdecode(b"bad\xffbyte"), "d"]

@@ -15,8 +15,7 @@ import pytest
 
 from helpers import REWIND, project, run_rewind, write
 from rewind.catalog.db import Catalog
-from rewind.cli.replay import bundled_session
-from rewind.cli.replay import fill
+from rewind.cli.replay import bundled_session, fill
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 
