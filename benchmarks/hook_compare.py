@@ -69,8 +69,11 @@ def main() -> None:
     root.mkdir()
     make_tree(root, args.files)
     target = next(root.rglob("*.py"))
+    # PYTHONPATH: the watcher a SessionStart hook starts (`python -m rewind watch`) is the
+    # checkout's own, not whichever rewind the interpreter has installed
     envs = {k: dict(os.environ, REWIND_HOME=str(base / f"home-{k}"), CLAUDE_PROJECT_DIR=str(root),
-                    REWIND_WATCH="1" if args.watch else "0") for k in checkouts}
+                    REWIND_WATCH="1" if args.watch else "0", PYTHONPATH=str(checkouts[k]))
+            for k in checkouts}
 
     def payload(event, **extra):
         return json.dumps({"hook_event_name": event, "session_id": "bench", "cwd": str(root), **extra}).encode()
