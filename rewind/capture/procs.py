@@ -17,7 +17,11 @@ handed out since the previous look:
 - alive and not descended from the agent (nor from the hook that opened the window): not
   the command, and it never will be (a process only ever moves away from its ancestors);
 - alive and descended from the agent: the command may have started;
-- a thread (its /proc entry exists, unlisted): belongs to a process accounted for already;
+- a thread (its /proc entry exists, unlisted, and names another process as its thread
+  group): belongs to a process accounted for already;
+- unlisted but a process after all (its own thread group): it was still being created when
+  the listing was read (the kernel hands out the pid before it lists the process); it is
+  accounted for as if listed, never taken for a thread;
 - gone: a process born and ended unseen; it may have been the command.
 A window stays "waiting" only while every pid is accounted for as "not the command", its
 agent is still alive (a hook run through a short-lived wrapper gives no agent to watch),
@@ -55,6 +59,18 @@ def _fields(pid: int) -> list[bytes] | None:
 def _ppid(pid: int) -> int | None:
     fields = _fields(pid)
     return int(fields[1]) if fields else None
+
+
+def _tgid(pid: int) -> int | None:
+    """The thread group (the process) that task `pid` belongs to; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def last_pid() -> int | None:
@@ -159,7 +175,11 @@ class Commands:
 
     # -- inside the lock ---------------------------------------------------------------
     def _look(self) -> None:
-        last = last_pid()       # first the mark, then the listing: every pid up to it is listed
+        # First the mark, then the listing. Not every pid up to the mark is listed: a
+        # process still being created has its pid (the mark counts it) but is neither
+        # listed nor found under /proc until the kernel attaches it, which a busy machine
+        # can delay; _account looks such a pid up again and never takes it for a thread.
+        last = last_pid()
         try:
             listed = {int(n) for n in os.listdir("/proc") if n.isdigit()}
         except OSError:
@@ -186,19 +206,38 @@ class Commands:
         gap = (last - w.mark) % _PID_MAX
         if gap > MAX_GAP:
             return f"{gap} pids handed out since the last look"
+        unseen = ""
         for k in range(1, gap + 1):
             p = (w.mark + k) % _PID_MAX
-            if p in listed:
-                if self._descends(p, w.agent, w.hooks, parents) == "agent":
-                    return f"process {p} descends from the agent"
-            elif not os.path.exists(f"/proc/{p}"):
-                return f"process {p} came and went unseen"
+            if p not in listed:
+                tgid = _tgid(p)
+                if tgid is None:
+                    # Gone (or not yet attached): no proof. Go on all the same, so that the
+                    # reason names the command's own process when this look saw it.
+                    unseen = unseen or f"process {p} came and went unseen"
+                    continue
+                if tgid != p:
+                    continue             # a thread of a process accounted for already
+                # A process the listing missed: it was being created when /proc was read.
+                # Had it been taken for a thread, the mark would have moved past it unlooked
+                # at, and if it was the command, the window would have stayed "waiting" and
+                # the command's changes would have come out `external`.
+            whose = self._descends(p, w.agent, w.hooks, parents)
+            if whose == "agent":
+                return f"process {p} descends from the agent"
+            if whose == "gone":          # no proof either, but no sign of the agent
+                while parents.get(p) is not None:
+                    p = parents[p]       # the one that vanished: p or a parent of it
+                unseen = unseen or f"process {p} came and went unseen"
+        if unseen:
+            return unseen
         w.mark = last
         return ""
 
     def _descends(self, pid: int, agent: int, hooks: set[int], parents: dict[int, int | None]) -> str:
         """"agent" if `pid` descends from the agent (other than through the hook that opened
-        the window), "hook" if through that hook, "" if from neither."""
+        the window), "hook" if through that hook, "" if from neither, "gone" if it or a
+        parent vanished before the walk was done (it may have been anything)."""
         for _ in range(64):
             if pid in hooks:
                 return "hook"
@@ -210,7 +249,7 @@ class Commands:
                 parents[pid] = _ppid(pid)
             nxt = parents[pid]
             if nxt is None:
-                return "agent"           # vanished mid-walk: it may have been anything
+                return "gone"
             pid = nxt
         return "agent"
 
@@ -218,7 +257,9 @@ class Commands:
         """A live shell below the agent that is not the opening hook's own: it could run a
         command without starting a process."""
         for p in listed:
-            if p == w.agent or self._descends(p, w.agent, w.hooks, parents) != "agent":
+            if p == w.agent:
+                continue
+            if self._descends(p, w.agent, w.hooks, parents) not in ("agent", "gone"):
                 continue
             comm = _comm(p)
             if comm in SHELLS:

@@ -6,12 +6,15 @@ after reading a change."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+from rewind.capture import procs
 from rewind.capture.procs import Commands
 from rewind.capture.procs import hook_chain
 from rewind.capture.procs import last_pid
@@ -82,12 +85,74 @@ def window(agent: Agent, wid: int = 1, hooks: str = "") -> Commands:
     return c
 
 
+# A test that expects the proof to hold ("w:") needs every pid handed out between the
+# window's mark and the look to be seen alive. Its own processes are (each is kept alive
+# until after the look), but the machine's are not its to hold: on a busy machine (other
+# test suites, a build) some process of someone else is born and gone between two looks,
+# and the account then rightly gives the proof up (as
+# test_a_process_of_another_that_came_and_went_unseen_gives_up_the_proof shows). Such an
+# attempt proves nothing either way, so it is made again, with a new window; the assertion
+# itself is unchanged. A pid that the account calls unseen although it is one of this
+# test's live processes is never excused: that fails at once.
+
+class Intruded(Exception):
+    """The proof was lost to a process that is not this test's."""
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            ppid = procs._ppid(int(name))
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def looked(c: Commands) -> str | None:
+    """c.explaining(); Intruded if a window lost its proof to a pid that is not this test's."""
+    got = c.explaining()
+    ours = _descendants(os.getpid()) | {os.getpid()}
+    for why in c.why().values():
+        m = re.fullmatch(r"process (\d+) came and went unseen", why)
+        if m:
+            assert int(m.group(1)) not in ours, f"{why}: but it is this test's, and alive"
+            raise Intruded(why)
+        if why.endswith("pids handed out since the last look"):
+            raise Intruded(why)
+    return got
+
+
+def without_intruders(attempt, budget_s: float = 60.0):
+    """attempt() again until no process of someone else came and went during it."""
+    end, tries = time.monotonic() + budget_s, 0
+    while True:
+        tries += 1
+        try:
+            return attempt()
+        except Intruded as e:
+            if time.monotonic() > end:
+                pytest.fail(f"{tries} attempts in {budget_s:.0f}s, each lost its proof to "
+                            f"a process of someone else on this machine (last: {e})")
+
+
 def test_a_change_before_the_command_starts_is_proven_not_its(agent, tmp_path):
-    c = window(agent)
-    (tmp_path / "typed.txt").write_text("the person, while the agent asks for permission")
-    assert c.explaining() == "w:"                # no process of the command exists yet
-    assert c.why() == {1: "waiting"}
+    def before_the_command():
+        c = window(agent)
+        (tmp_path / "typed.txt").write_text("the person, while the agent asks for permission")
+        assert looked(c) == "w:"                 # no process of the command exists yet
+        assert c.why() == {1: "waiting"}
+        return c
+    c = without_intruders(before_the_command)
     agent.run("bg sleep 2")                      # now the command runs
+    # Named by its own process even if some process of someone else also came and went
+    # since the last look: the reason is the strongest evidence the look found.
     assert c.explaining() == "w:1"
     assert "descends from the agent" in c.why()[1]
 
@@ -100,8 +165,11 @@ def test_a_command_reaped_before_the_first_look_is_still_the_commands(agent, tmp
 
 
 def test_a_command_between_two_looks_is_the_commands(agent, tmp_path):
-    c = window(agent)
-    assert c.explaining() == "w:"
+    def first_look():
+        c = window(agent)
+        assert looked(c) == "w:"
+        return c
+    c = without_intruders(first_look)
     c.poll()
     agent.run(f"echo x > {tmp_path}/quick.txt")
     assert c.explaining() == "w:1"
@@ -132,15 +200,56 @@ def test_a_persistent_shell_gives_no_proof(agent, tmp_path):
 def test_processes_that_are_not_the_agents_keep_the_proof(agent, tmp_path):
     """Others start and end processes meanwhile (here: this test itself): accounted for,
     as long as they were seen alive."""
+    def attempt():
+        c = window(agent)
+        other = subprocess.Popen(["sleep", "5"])     # alive until after both looks
+        try:
+            c.poll()                             # seen alive: not the agent's
+            (tmp_path / "typed.txt").write_text("x")
+            assert looked(c) == "w:"
+        finally:
+            other.kill()
+            other.wait()
+    without_intruders(attempt)
+
+
+def test_a_thread_of_another_process_keeps_the_proof(agent, tmp_path):
+    """A thread takes a pid too; its /proc entry exists but is not listed. This test process
+    (not the agent's) starts one and holds it alive through the look."""
+    def attempt():
+        c = window(agent)
+        release, started = threading.Event(), threading.Event()
+        t = threading.Thread(target=lambda: (started.set(), release.wait()))
+        t.start()
+        try:
+            started.wait()                       # its pid: present, unlisted
+            assert os.path.exists(f"/proc/{t.native_id}")
+            assert str(t.native_id) not in os.listdir("/proc")
+            assert looked(c) == "w:"
+        finally:
+            release.set()
+            t.join()
+    without_intruders(attempt)
+
+
+def test_a_process_the_listing_missed_is_looked_at_not_taken_for_a_thread(agent, monkeypatch):
+    """The kernel hands out a pid before it lists the process (and before /proc/PID can be
+    opened): a look that read the mark while the command's process was being created finds
+    its pid unlisted, and an instant later /proc/PID exists. Taken for a thread, the
+    command's process was skipped, the mark moved past it, and the window stayed "waiting"
+    for good: its command's changes came out `external`. Seen in a stress on a busy machine
+    (forks held up between the two by a cgroup migration); here the listing is made to miss
+    the command's process, which a busy machine does at random."""
     c = window(agent)
-    other = subprocess.Popen(["sleep", "5"])
-    try:
-        c.poll()                                 # seen alive: not the agent's
-        (tmp_path / "typed.txt").write_text("x")
-        assert c.explaining() == "w:"
-    finally:
-        other.kill()
-        other.wait()
+    agent.run("bg sleep 2")                      # the command
+    (child,) = _descendants(agent.proc.pid)
+    listdir = os.listdir
+
+    def missing_the_command(path="."):
+        return [n for n in listdir(path) if not (path == "/proc" and n == str(child))]
+    monkeypatch.setattr(procs.os, "listdir", missing_the_command)
+    assert c.explaining() == "w:1"
+    assert c.why()[1] == f"process {child} descends from the agent"
 
 
 def test_a_process_of_another_that_came_and_went_unseen_gives_up_the_proof(agent, tmp_path):
@@ -155,10 +264,13 @@ def test_the_opening_hooks_own_children_are_not_the_command():
     hook = Agent()
     try:
         hook.run("true")
-        c = Commands()
-        c.update([(1, os.getpid(), last_pid(), str(hook.proc.pid))], set())
-        hook.run("bg sleep 2")                   # the hook's child: a descendant of the agent too
-        assert c.explaining() == "w:"
+        def attempt():
+            c = Commands()
+            c.update([(1, os.getpid(), last_pid(), str(hook.proc.pid))], set())
+            hook.run("bg sleep 2")               # the hook's child: a descendant of the agent too
+            assert looked(c) == "w:"
+            return c
+        c = without_intruders(attempt)
         agent_child = subprocess.Popen(["sleep", "2"])
         try:
             assert c.explaining() == "w:1"       # the agent's own child: the command may run
@@ -180,9 +292,12 @@ def test_an_agent_that_is_gone_gives_no_proof(tmp_path):
 
 
 def test_two_windows_are_named_together_once_their_commands_may_run(agent, tmp_path):
-    c = window(agent, 1)
-    c.update([(2, agent.proc.pid, last_pid(), "")], set())
-    assert c.explaining() == "w:"
+    def attempt():
+        c = window(agent, 1)
+        c.update([(2, agent.proc.pid, last_pid(), "")], set())
+        assert looked(c) == "w:"
+        return c
+    c = without_intruders(attempt)
     agent.run("bg sleep 2")
     assert c.explaining() == "w:1,2"
     c.update([], {1})
