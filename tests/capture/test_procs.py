@@ -15,9 +15,7 @@ import time
 import pytest
 
 from rewind.capture import procs
-from rewind.capture.procs import Commands
-from rewind.capture.procs import hook_chain
-from rewind.capture.procs import last_pid
+from rewind.capture.procs import Commands, hook_chain, last_pid
 
 pytestmark = pytest.mark.skipif(last_pid() is None, reason="needs Linux /proc and ns_last_pid")
 
