@@ -11,19 +11,39 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     from rewind.cli import argv as given
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["hook"]:
+    if args[:1] == ["hook"] and args[1:2] not in (["--help"], ["-h"]):
         from rewind.hooks.entry import run_hook
         return run_hook(args[1:])
     given.PATHS = None
     if "--" in args:
         i = args.index("--")
         args, given.PATHS = args[:i], args[i + 1:]
+    args = _color_first(args)
     code = _run(args)
     if code == 0 and args[:1] not in (["gc"], ["forget"], ["demo"]):
         _gc_if_due()
     if argv is None:
         sys.exit(code)
     return code
+
+
+def _color_first(args: list[str]) -> list[str]:
+    """`--color WHEN` is a global option; it is taken anywhere on the line (`rewind list
+    --color never`), and handed to the top level where click looks for it."""
+    out, front = [], []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--color" and i + 1 < len(args):
+            front += args[i:i + 2]
+            i += 2
+            continue
+        if a.startswith("--color="):
+            front.append(a)
+        else:
+            out.append(a)
+        i += 1
+    return front + out
 
 
 def _gc_if_due() -> None:

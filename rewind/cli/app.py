@@ -47,4 +47,69 @@ def build():
     for module in (cmd_list, cmd_show, cmd_diff, cmd_restore, cmd_save, cmd_verify, cmd_status, cmd_gc, cmd_watch,
                    cmd_export, cmd_doctor, cmd_pick, cmd_hooks, cmd_demo):
         module.register(app)
-    return typer.main.get_command(app)
+    command = typer.main.get_command(app)
+    _tidy_params(command)
+    _tidy_help(command)
+    return command
+
+
+# What a value is, in the help: names a reader understands, not types (`<str>`, `<IdSpec>`).
+METAVARS = {"project": "DIR", "message": "TEXT", "branch": "NAME", "scope": "SCOPE", "color": "WHEN",
+            "n": "N", "idle_minutes": "MINUTES"}
+ARGUMENTS = {"checkpoint": "ID", "checkpoint2": "[ID2]", "agent": "AGENT"}
+# Commands that take paths after `--` (read before click parses: see rewind.cli.argv)
+TAKES_PATHS = {"to", "diff"}
+EXAMPLES = {
+    "list": ["rewind list", "rewind list -n 5 --json"],
+    "show": ["rewind show 3", "rewind show last --json"],
+    "diff": ["rewind diff 3              what happened after checkpoint 3",
+             "rewind diff 2 5 -- src/    between two checkpoints, under src/ only"],
+    "to": ["rewind to 3 --dry-run      what it would change", "rewind to last~1 -- README.md"],
+    "undo": ["rewind undo"],
+    "save": ['rewind save -m "before the refactor"'],
+    "verify": ["rewind verify", "rewind verify --drop-damaged"],
+    "status": ["rewind status", "rewind status --all --json"],
+    "gc": ["rewind gc --dry-run"],
+    "forget": ["rewind forget --project ~/old-project"],
+    "watch": ["rewind watch --status", "rewind watch --stop"],
+    "export": ["rewind export 3 --branch before-agent"],
+    "doctor": ["rewind doctor"],
+    "pick": ["rewind pick"],
+    "hook": ["rewind hook claude < payload.json   (the agent runs this, with its hook payload)"],
+    "demo": ["rewind demo"],
+    "install": ["rewind hooks install claude", "rewind hooks install gemini --scope user"],
+    "uninstall": ["rewind hooks uninstall claude"],
+    "status@hooks": ["rewind hooks status claude --json"],
+}
+
+
+def _tidy_help(group, parent: str = "") -> None:
+    """Clean metavars (`ID`, `DIR`, `PATH`), `-- PATH...` in the usage of the commands that
+    take it, and one or two examples under each command's help. Typer renders an argument
+    as `{ID}` and `ID <IdSpec>`, an option as `--project <str>` and a range as `[x>=1]`."""
+    import types
+    for name, cmd in getattr(group, "commands", {}).items():
+        _tidy_help(cmd, name)
+        _tidy_params(cmd)
+        if name in TAKES_PATHS:
+            original = cmd.collect_usage_pieces
+            cmd.collect_usage_pieces = types.MethodType(
+                lambda self, ctx, original=original: original(ctx) + ["[-- PATH...]"], cmd)
+        examples = EXAMPLES.get(f"{name}@{parent}") or EXAMPLES.get(name)
+        if examples and not getattr(cmd, "commands", None):
+            cmd.epilog = "Examples:\n\n\b\n" + "\n".join(f"  {e}" for e in examples)
+
+
+def _tidy_params(cmd) -> None:
+    import types
+    for param in cmd.params:
+        if param.param_type_name == "argument":
+            shown = ARGUMENTS.get(param.name, param.name.upper())
+            param.metavar = shown
+            param.get_usage_pieces = types.MethodType(lambda self, ctx, shown=shown: [shown], param)
+            param.display_type_rich = types.MethodType(lambda self, ctx: None, param)
+            param._rich_display_name = types.MethodType(lambda self, shown=shown: shown, param)
+        elif param.name in METAVARS and not getattr(param, "is_flag", False):
+            param.metavar = METAVARS[param.name]
+            if hasattr(param, "_get_number_range_help_str"):
+                param._get_number_range_help_str = types.MethodType(lambda self: None, param)

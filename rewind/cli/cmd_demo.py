@@ -16,7 +16,28 @@ SETUP = {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nle
          "old.log": "stale log line\n", "a.txt": "alpha\n"}
 
 
-def demo_impl() -> None:
+STEPS = [
+    ("The story, a checkpoint a line: each prompt, then what happened after it", ["list"]),
+    ("One checkpoint: every change after prompt 2, and who made it", ["show", "2"]),
+    ("What changed after it, line counts per path", ["diff", "2", "--stat"]),
+    ("Back to checkpoint 1: the plan, then the restore (a safety checkpoint first)", ["to", "1", "--yes"]),
+    ("The newest three: the rewind and its safety checkpoint are checkpoints too", ["list", "-n", "3"]),
+    ("Take the rewind back", ["undo", "--yes"]),
+]
+
+
+def rewind_command() -> str:
+    """How to run rewind from a shell right now: the script beside this interpreter (the
+    quick start's .venv/bin/rewind, which is not on PATH), else `python -m rewind`."""
+    import shutil
+    script = os.path.join(os.path.dirname(sys.executable), "rewind")
+    if shutil.which("rewind") == script:
+        return "rewind"
+    return script if os.path.exists(script) else f"{sys.executable} -m rewind"
+
+
+def demo_impl(keep: bool = False) -> None:
+    import shutil
     from rewind.cli.replay import bundled_session, fill, hook_in_process, replay
     base = tempfile.mkdtemp(prefix="rewind-demo-")
     project = os.path.join(base, "project")
@@ -37,26 +58,36 @@ def demo_impl() -> None:
 
     session = [fill(p, project, "demo-session-1", os.path.join(base, "claude-config"))
                for p in bundled_session()]
-    render.out(f"A throw-away project in {project}; a Claude Code session (real 2.1.197 hook payloads) "
-               "writes, edits, runs shell commands (one fails after writing), makes a symlink, and you "
-               "edit README.md between prompts.\n")
-    replay(session, hook_in_process(project), between)
-    env = dict(os.environ, REWIND_HOME=home)
-    for args in (["list"], ["show", "2"], ["diff", "2", "--stat"], ["to", "1", "--dry-run"],
-                 ["to", "1", "--yes"], ["list", "-n", "3"], ["undo", "--yes"]):
-        render.out(f"$ rewind {' '.join(args)}")
-        proc = subprocess.run([sys.executable, "-m", "rewind", *args], cwd=project, env=env,
-                              capture_output=True, text=True)
-        sys.stdout.write(proc.stdout)
-        if proc.stderr:
-            sys.stderr.write(proc.stderr)
-        render.out("")
-    render.out(f"Explore it yourself:  cd {project} && REWIND_HOME={home} rewind list")
+    try:
+        render.out(f"== A session: a throw-away project in {project}; a Claude Code session (real 2.1.197 "
+                   "hook payloads) writes, edits, runs shell commands (one fails after writing), makes a "
+                   "symlink, and you edit README.md between prompts.\n")
+        replay(session, hook_in_process(project), between)
+        env = dict(os.environ, REWIND_HOME=home)
+        for number, (title, args) in enumerate(STEPS, 1):
+            render.out(f"== {number}. {title}")
+            render.out(f"$ rewind {' '.join(args)}")
+            proc = subprocess.run([sys.executable, "-m", "rewind", *args], cwd=project, env=env,
+                                  capture_output=True, text=True)
+            sys.stdout.write(proc.stdout)
+            if proc.stderr:
+                sys.stderr.write(proc.stderr)
+            render.out("")
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+    cmd = rewind_command()
+    if keep:
+        render.out(f"Explore it yourself:  cd {project} && REWIND_HOME={home} {cmd} list")
+    else:
+        render.out(f"The throw-away project and its store (REWIND_HOME={home}) are removed again; "
+                   f"`{cmd} demo --keep` keeps them to explore.")
+    render.out(f"In your own project:  cd your-project && {cmd} hooks install claude   (or gemini, codex, cursor)")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("demo")
-    def demo_cmd():
+    def demo_cmd(keep: bool = typer.Option(False, "--keep", help="Keep the throw-away project and its store.")):
         """Play a scripted Claude Code session in a throw-away project, then list, show, diff,
         rewind and undo it."""
-        demo_impl()
+        demo_impl(keep)

@@ -9,8 +9,9 @@ import typer
 
 from rewind.cli import render
 from rewind.cli.cmd_watch import print_watcher, watcher_view
-from rewind.cli.common import hook_failures, project_for, project_settings
+from rewind.cli.common import hook_failures, no_checkpoints_yet, project_for, project_settings
 from rewind.cli.options import JsonOpt, ProjectOpt
+from rewind.errors import NotInProject
 from rewind.project import open_catalog
 
 
@@ -48,7 +49,11 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
                 return
             _print_all(rows, store, last, len(known) - len(with_cps))
             return
-        project = project_for(project_dir)
+        try:
+            project = project_for(project_dir)
+        except NotInProject:
+            _not_yet(project_dir, store, last, as_json)
+            return
         settings = project_settings(project)
         usage = gcmod.usage(home, catalog, [project.id], sizes)
         row = _project_row(catalog, project.id, project.root, usage)
@@ -78,6 +83,21 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
         _print_store(store, last)
     finally:
         catalog.close()
+
+
+def _not_yet(project_dir: str | None, store: dict, last: dict | None, as_json: bool) -> None:
+    """A project no checkpoint was taken of yet (hooks just installed, say): that, not an error."""
+    from rewind.hooks.install import installed_for
+    from rewind.project import resolve_root
+    root = resolve_root(project_dir or os.getcwd())
+    if as_json:
+        render.emit_json({"project": root, "checkpoints": 0, "newest": None, "newest_at": None, "oldest": None,
+                          "objects": 0, "bytes": 0, "hook_failures": [], "hooks": installed_for(root),
+                          "store": store, "last_gc": last, "watcher": None})
+        return
+    render.out(f"project:     {root}")
+    render.out(f"checkpoints: {no_checkpoints_yet(root)}")
+    _print_store(store, last)
 
 
 def _print_store(store: dict, last: dict | None) -> None:

@@ -56,6 +56,7 @@ def print_watcher(view: dict) -> None:
         last = view["last_fallback"]
         scans += f"; {view['fallbacks']:,} fell back to a full scan (last {render.age(last['at'])}: {last['reason']})"
     render.out(f"scans:       {scans}")
+    render.out("             (quick: only the directories the watcher saw change; full: the whole tree)")
 
 
 def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bool, background: bool,

@@ -105,6 +105,10 @@ def resolve_checkpoint(project: Project, spec):
                          "right again, or a longer retention, brings it back")
             newest = project.catalog.latest(project.id)
             oldest = project.catalog.checkpoints(project.id)[-1] if newest else None
+            if n < 1:
+                raise CheckpointNotFound(f"there is no checkpoint {n}: checkpoints are numbered from 1",
+                                         hint=f"the newest is {newest.number}; `rewind list` shows them" if newest
+                                         else "there are no checkpoints yet; `rewind save` takes one")
             if newest and n < oldest.number or (not newest and n < _next_number(project)):
                 raise CheckpointNotFound(
                     f"checkpoint {n} of {project.root} no longer exists: the ring or the retention dropped it",
@@ -174,3 +178,13 @@ def note_hidden(project: Project) -> None:
     if hidden:
         numbers = ", ".join(str(n) for n, _, _ in hidden[:8]) + (" …" if len(hidden) > 8 else "")
         render.err(f"note: {len(hidden)} checkpoint(s) hidden ({numbers}): {render.safe(hidden[0][2])}")
+
+
+def no_checkpoints_yet(root: str) -> str:
+    """What to say of a project with no checkpoint: whether its prompts will take them."""
+    from rewind.hooks.install import installed_for
+    hooks = installed_for(root)
+    if hooks:
+        return (f"no checkpoints yet: the hooks are installed ({', '.join(hooks)}), so the next prompt "
+                "takes one; `rewind save` takes one now.")
+    return "no checkpoints yet. `rewind save` takes one; `rewind hooks install claude` takes one at every prompt."

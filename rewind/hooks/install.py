@@ -194,6 +194,20 @@ def status(path: str, agent: str) -> dict:
             "commands": sorted(commands), "command_resolves": resolves}
 
 
+def installed_for(root: str) -> list[str]:
+    """Where rewind's hooks are installed for the project at `root`: "agent (scope)" each,
+    read from every agent's settings files (a file that is not valid JSON counts as none)."""
+    import importlib
+    from rewind.hooks import ADAPTERS
+    found = []
+    for agent, module in sorted(ADAPTERS.items()):
+        mod = importlib.import_module(module)
+        for scope in getattr(mod, "SCOPES", ()):
+            if status(mod.settings_path(scope, root), agent).get("installed"):
+                found.append(f"{agent} ({scope})")
+    return found
+
+
 # agents' settings files inside a project, and whose entries they hold
 PROJECT_SETTINGS = {".claude/settings.json": "claude", ".claude/settings.local.json": "claude",
                     ".gemini/settings.json": "gemini", ".codex/hooks.json": "codex",
