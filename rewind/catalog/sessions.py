@@ -184,3 +184,10 @@ class SessionsMixin:
         n += db.execute("DELETE FROM observations WHERE project_id=? AND base IS NULL AND ts < ?",
                         (project_id, before_ns)).rowcount
         return n
+
+    def shell_commands(self, project_id: int, since_ns: int) -> list[tuple]:
+        """(opened_ns, session_id, tool, command) of every shell window opened at `since_ns` or
+        after, oldest first: the commands a restore to a checkpoint taken then does not undo."""
+        return self.db.execute(
+            "SELECT opened_ns, session_id, tool, command FROM windows WHERE project_id=? AND kind='bash' "
+            "AND command IS NOT NULL AND opened_ns >= ? ORDER BY opened_ns", (project_id, since_ns)).fetchall()

@@ -12,9 +12,12 @@ from rewind.cli.argv import paths_after_dashes
 from rewind.cli.common import project_for, project_paths, resolve_checkpoint
 from rewind.cli.list_view import describe
 from rewind.cli.options import CheckpointArg, ProjectOpt, YesOpt
-from rewind.cli.restore_view import confirm, left_alone, present, print_plan, say_rewound
+from rewind.cli.options import JsonOpt
+from rewind.cli.restore_view import (changed, confirm, left_alone, paths_phrase, plan_json, present, print_plan,
+                                     say_rewound, view_of)
+from rewind.errors import RewindError, UndoUnavailable
 from rewind.history.restore import restore, undo
-from rewind.history.restore_plan import plan_for_display
+from rewind.history.restore_plan import RestorePlan, plan_for_display, unmatched
 
 
 def _fork(target, dry_run: bool, root: str) -> None:
@@ -28,17 +31,32 @@ def _fork(target, dry_run: bool, root: str) -> None:
     render.out(f"  continue it with:  cd {render.display_path(root)} && claude --resume {new_id}")
 
 
-def _to_now(project, target, paths, title: str, conversation: str) -> None:
+def _again(command: str, given: list[str] | None) -> str:
+    """The command line that does what a dry run showed."""
+    import shlex
+    return command + (" -- " + " ".join(shlex.quote(p) for p in given) if given else "")
+
+
+def _check_paths(project, target, current, paths, given) -> None:
+    """`-- PATH` that names nothing in the checkpoint nor in the tree is a mistake, said as one."""
+    missing = set(unmatched(project, target, current, paths))
+    if missing:
+        shown = ", ".join(render.display_path(g) for g, p in zip(given or [], paths or []) if p in missing)
+        raise RewindError(f"no such path in checkpoint {target.number} or in the tree: {shown}")
+
+
+def _to_now(project, target, paths, given, title: str, conversation: str) -> None:
     """`to --yes`: one scan of the tree, the plan shown from it, then applied (the plan is
     not made twice, nor the tree read twice)."""
     def show(plan, current) -> None:
+        _check_paths(project, target, current, paths, given)
         if not (plan.empty and not plan.skipped):
             present(project, plan, title, current)
     safety, applied, done = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True)
     if safety is None:
         render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
     else:
-        say_rewound(target, safety, done)
+        say_rewound(target, safety, applied)
         left_alone(applied, "the rewind", f"rewind to {target.number}")
     if conversation:
         _fork(target, False, project.root)
@@ -53,7 +71,8 @@ def _restore_with_progress(project, target, paths, **kw):
             tick.close()
 
 
-def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "") -> None:
+def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "",
+            as_json: bool = False) -> None:
     project = project_for(project_dir)
     try:
         target = resolve_checkpoint(project, spec)
@@ -63,33 +82,41 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         if conversation:
             from rewind.history.conversation import fork
             fork(target, dry_run=True)       # refuse before touching the tree if it cannot fork
-        paths = project_paths(project, paths_after_dashes())
+        given = paths_after_dashes()
+        paths = project_paths(project, given)
         scope = f" (only {', '.join(p or '.' for p in paths)})" if paths else ""
         title = (f"Rewind {project.root} to checkpoint {target.number}{scope}: {target.kind}, "
                  f"{render.age(target.created_at)}: {render.short(describe(target), 60)}")
         if yes and not dry_run:
-            _to_now(project, target, paths, title, conversation)
+            _to_now(project, target, paths, given, title, conversation)
             return
         current = working_scan(project)
+        _check_paths(project, target, current, paths, given)
         plan = plan_for_display(project, target, paths, current)
+        view = view_of(project, plan, current)
         if dry_run:
-            print_plan(project, plan, title, current)
+            if as_json:
+                render.emit_json(plan_json(project, plan, view, "to", {"only": paths}))
+                return
+            print_plan(project, plan, title, current, view)
             if conversation:
                 _fork(target, True, project.root)
+            render.out(f"Dry run: nothing changed; `{_again(f'rewind to {target.number}', given)}` does it.")
             return
         if plan.empty and not plan.skipped:
             render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
             if conversation:
                 _fork(target, False, project.root)
             return
-        not_agent = present(project, plan, title, current)
-        question = (f"Overwrite {len(not_agent)} path(s) not written by the agent, and rewind?"
-                    if not_agent else "Rewind?")
+        not_agent = present(project, plan, title, current, view)
+        count = paths_phrase(plan.count)
+        question = (f"Rewind {count} to checkpoint {target.number}, overwriting {len(not_agent)} not written "
+                    "by the agent?" if not_agent else f"Rewind {count} to checkpoint {target.number}?")
         confirm(yes, question)
         safety, applied, done = _restore_with_progress(project, target, paths)
-        say_rewound(target, safety, done)
+        say_rewound(target, safety, applied)
         left_alone(applied, "the rewind", f"rewind to {target.number}")
-        if len(applied.ops) != len(plan.ops):
+        if applied.count != plan.count or len(applied.ops) != len(plan.ops):
             render.err("note: the tree changed while you were deciding; the restore followed the "
                        "tree as it was when it started (saved in the safety checkpoint).")
         if conversation:
@@ -98,29 +125,51 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         project.close()
 
 
-def undo_impl(yes: bool, project_dir: Optional[str]) -> None:
+def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_json: bool = False) -> None:
     project = project_for(project_dir)
     try:
         row = project.catalog.newest_undoable(project.id)
         if row is None:
+            if as_json:
+                render.emit_json({"dry_run": True, "action": "undo", "project": project.root, "target": None,
+                                  "undoes": None, "count": 0, "paths": [], "skipped": [], "kept_hooks": [],
+                                  "will_not_undo": []})
+                return
             render.out("Nothing to undo: no rewind in this project that is not undone already.")
             return
         _, target_number, safety_number = row
         safety = project.catalog.checkpoint(project.id, safety_number)
         if safety is not None:
             touched = project.catalog.restore_made(project.id, safety_number)[1] or []
-            if touched:
-                plan = plan_for_display(project, safety, touched)
-                print_plan(project, plan, f"Undo the rewind to checkpoint {target_number}: put back "
-                                          f"{len(touched)} path(s) from checkpoint {safety_number}")
-                confirm(yes, "Undo that rewind?")
+            if touched or dry_run:
+                current = working_scan(project)
+                plan = plan_for_display(project, safety, touched or None, current) if touched else RestorePlan(safety)
+                view = view_of(project, plan, current, undo=True,
+                               rewound_to=project.catalog.checkpoint(project.id, target_number))
+                if dry_run and as_json:
+                    render.emit_json(plan_json(project, plan, view, "undo",
+                                               {"undoes": {"rewind_to": target_number, "safety": safety_number}}))
+                    return
+                title = (f"Undo the rewind to checkpoint {target_number}: put back what checkpoint "
+                         f"{safety_number} holds")
+                if dry_run:
+                    print_plan(project, plan, title, current, view)
+                    render.out("Dry run: nothing changed; `rewind undo` does it.")
+                    return
+                changed_since = print_plan(project, plan, title, current, view)
+                count = paths_phrase(plan.count)
+                confirm(yes, f"Undo that rewind ({count}), overwriting {len(changed_since)} changed since it?"
+                        if changed_since else f"Undo that rewind ({count})?")
+        elif dry_run:
+            raise UndoUnavailable(f"the safety checkpoint {safety_number} of that rewind is gone",
+                                  hint="it was dropped by retention; `rewind list` shows what is left")
         result = undo(project)
         target_number, new_safety, applied, done = result
         if new_safety is None:
             render.out(f"The rewind to checkpoint {target_number} changed nothing; marked undone.")
         else:
-            render.out(f"Undid the rewind to checkpoint {target_number}: {done} operation(s). "
-                       f"The tree from before the undo is checkpoint {new_safety.number}.")
+            render.out(f"Undid the rewind to checkpoint {target_number}: {paths_phrase(changed(applied))} "
+                       f"changed. The tree from before the undo is checkpoint {new_safety.number}.")
             left_alone(applied, "the undo", f"rewind to {applied.target.number}")
     finally:
         project.close()
@@ -133,15 +182,25 @@ def register(app: typer.Typer) -> None:
                dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
                project: ProjectOpt = None,
                conversation: bool = typer.Option(False, "--conversation", help="Also fork the Claude Code conversation to just before this checkpoint's prompt."),
-               conversation_only: bool = typer.Option(False, "--conversation-only", help="Only fork the conversation; leave the files.")):
+               conversation_only: bool = typer.Option(False, "--conversation-only", help="Only fork the conversation; leave the files."),
+               as_json: JsonOpt = False):
         """Make the tree equal to checkpoint ID again (only some paths with `-- PATH...`).
         A safety checkpoint of the current tree is taken first."""
         if conversation and conversation_only:
             from rewind.errors import UsageError
             raise UsageError("--conversation and --conversation-only go alone")
-        to_impl(checkpoint, yes, dry_run, project, "only" if conversation_only else ("yes" if conversation else ""))
+        if as_json and not dry_run:
+            from rewind.errors import UsageError
+            raise UsageError("--json goes with --dry-run (the plan as JSON)")
+        to_impl(checkpoint, yes, dry_run, project, "only" if conversation_only else ("yes" if conversation else ""),
+                as_json)
 
     @app.command("undo")
-    def undo_cmd(yes: YesOpt = False, project: ProjectOpt = None):
+    def undo_cmd(yes: YesOpt = False, project: ProjectOpt = None,
+                 dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
+                 as_json: JsonOpt = False):
         """Revert the newest rewind not yet undone; again walks further back."""
-        undo_impl(yes, project)
+        if as_json and not dry_run:
+            from rewind.errors import UsageError
+            raise UsageError("--json goes with --dry-run (the plan as JSON)")
+        undo_impl(yes, project, dry_run, as_json)

@@ -8,24 +8,36 @@ import sys
 import typer
 
 from rewind.capture.changes import changes_under
+from rewind.capture.snapshot import TreeLoader
 from rewind.cli import render
+from rewind.cli.json_shapes import KIND_NAMES
 from rewind.cli.list_view import restored_text
 from rewind.errors import PathsChangedDuringRestore, Refused
+from rewind.history.effects import not_undone
 from rewind.history.restore_apply import file_mode
-from rewind.history.restore_plan import RestorePlan
+from rewind.history.restore_plan import RestorePlan, entry_at
 from rewind.model import ChangeRow
 from rewind.store.tree import FILE
+from rewind.structs import dataclass, field
 
 AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint
 
 
-def latest_changes(project, since: int, paths: set[str], current=None) -> dict[str, ChangeRow]:
-    """For each path, its newest recorded change after checkpoint `since` (newest first)."""
-    found: dict[str, ChangeRow] = {}
+def changes_since(project, since: int, current=None) -> list:
+    """(checkpoint, its changes) for checkpoint `since` and every later one, newest first."""
+    out = []
     for cp in project.catalog.checkpoints(project.id):
         if cp.number < since:
             break
-        for row in changes_under(project, cp, current):
+        out.append((cp, changes_under(project, cp, current)))
+    return out
+
+
+def latest_changes(project, since: int, paths: set[str], current=None, changes=None) -> dict[str, ChangeRow]:
+    """For each path, its newest recorded change after checkpoint `since` (newest first)."""
+    found: dict[str, ChangeRow] = {}
+    for cp, rows in (changes if changes is not None else changes_since(project, since, current)):
+        for row in rows:
             if row.path in paths and row.path not in found:
                 found[row.path] = row
         if len(found) == len(paths):
@@ -53,18 +65,84 @@ def who(row: ChangeRow | None) -> str:
     return row.source
 
 
-def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str]:
-    """Print the plan on stdout; returns the paths overwritten that the agent did not write."""
+def paths_phrase(n: int) -> str:
+    return f"{n} path" if n == 1 else f"{n} paths"
+
+
+@dataclass
+class PlanView:
+    """What a plan shows beyond its operations, worked out once: the changes after its target
+    (newest first), who last changed each path, what the restore will not undo, and (for an
+    undo) who wrote the content it puts back."""
+    changes: list
+    latest: dict
+    effects: list
+    put_back: dict                  # path -> the change that wrote the content put back (undo)
+    undo: bool = False
+    # path -> what to notice: "not written by the agent", "another session" (what it overwrites),
+    # "changed since the rewind" (an undo)
+    marks: dict = field(default_factory=dict)
+
+
+def view_of(project, plan: RestorePlan, current=None, undo: bool = False, rewound_to=None) -> PlanView:
+    """`rewound_to`: for an undo, the checkpoint the rewind it undoes went to (what the
+    rewind wrote is that checkpoint's; a path holding something else changed since)."""
+    changes = changes_since(project, plan.target.number, current)
+    paths = {path for path, _, _ in plan.rows()}
+    latest = latest_changes(project, plan.target.number, paths, current, changes) if paths else {}
+    put_back = {}
+    for path, action, op in plan.rows():
+        if action in ("write", "symlink", "replace", "mkdir", "chmod"):
+            row = project.catalog.latest_change(project.id, path, plan.target.number)
+            if row is not None:
+                put_back[path] = row
+    marks = {}
+    if not undo:
+        for op in plan.overwrites():
+            row = latest.get(op.path)
+            source, session = author(row) if row is not None else (None, None)
+            other_session = (row is not None and source in ("tool", "bash") and plan.target.session_id
+                             and session and session != plan.target.session_id)
+            if other_session:
+                marks[op.path] = "another session"
+            elif row is None or source not in AGENT_SOURCES:
+                marks[op.path] = "not written by the agent"
+    elif rewound_to is not None:
+        load = TreeLoader(project.store, current.trees if current is not None else {})
+        for path, _, op in plan.rows():
+            was = entry_at(load, rewound_to.tree, path)
+            now = op.old
+            if (was is None) != (now is None) or (was is not None and (was.kind, was.oid) != (now.kind, now.oid)):
+                marks[path] = "changed since the rewind"
+    return PlanView(changes, latest, not_undone(project, plan.target, changes), put_back, undo, marks)
+
+
+def wrote(row: ChangeRow | None) -> str:
+    """Who wrote the content a change left, through a restore to the one who wrote it first."""
+    if row is not None and row.source == "rewind" and row.restored and row.restored.get("source"):
+        r = row.restored
+        return who(ChangeRow(path=row.path, status=row.status, old_kind=None, new_kind=None, old_mode=None,
+                             new_mode=None, old_oid=None, new_oid=None, old_size=None, new_size=None,
+                             source=r["source"], tool=r.get("tool"), command=r.get("command"),
+                             session_id=r.get("session_id")))
+    return who(row)
+
+
+def print_plan(project, plan: RestorePlan, title: str, current=None, view: PlanView | None = None) -> list[str]:
+    """Print the plan on stdout; returns the paths overwritten that the agent did not write
+    (for an undo: that someone changed after the rewind it undoes)."""
+    view = view or view_of(project, plan, current)
     render.out(title)
+    rows = plan.rows()
     if plan.empty:
         render.out("  nothing to do: the tree already matches.")
-    made = {op.path for op in plan.ops if op.action == "mkdir"}
-    shown = [op for op in plan.ops if not (op.action == "chmod" and op.path in made)]
-    width = max((len(op.action) for op in shown), default=0)
-    for op in shown[:500]:
-        render.out(f"  {op.action:<{width}}  {render.display_path(op.path)}")
-    if len(shown) > 500:
-        render.out(f"  … and {len(shown) - 500} more operations")
+    else:
+        render.out(f"{paths_phrase(len(rows))} {'changes' if len(rows) == 1 else 'change'}:")
+    width = max((len(action) for _, action, _ in rows), default=0)
+    for path, action, _ in rows[:500]:
+        render.out(f"  {action:<{width}}  {render.display_path(path)}")
+    if len(rows) > 500:
+        render.out(f"  … and {len(rows) - 500} more")
     for path, why in plan.skipped:
         render.out(f"  skip  {render.display_path(path)}: {why}")
     for path in plan.kept_hooks:
@@ -81,50 +159,132 @@ def print_plan(project, plan: RestorePlan, title: str, current=None) -> list[str
     if unsafe:
         render.out(f"  {len(unsafe)} file(s) come back without their setuid/setgid bit (a restore by root "
                    "cannot give back their owner): " + ", ".join(render.display_path(p) for p in unsafe[:5]))
-    over = plan.overwrites()
-    not_agent = []
-    if over:
-        latest = latest_changes(project, plan.target.number, {op.path for op in over}, current)
-        render.out(f"It overwrites or removes {len(over)} path(s) changed since checkpoint "
-                   f"{plan.target.number}:")
-        for op in over[:200]:
-            row = latest.get(op.path)
-            mark = ""
-            source, session = author(row) if row is not None else (None, None)
-            other_session = (row is not None and source in ("tool", "bash") and plan.target.session_id
-                             and session and session != plan.target.session_id)
-            if row is None or source not in AGENT_SOURCES or other_session:
-                not_agent.append(op.path)
-                mark = "   <- another session" if other_session else "   <- not written by the agent"
-            render.out(f"  {render.display_path(op.path)}  last changed by: {who(row)}{mark}")
-        if len(over) > 200:
-            render.out(f"  … and {len(over) - 200} more")
+    not_agent = _overwritten(plan, view) if not view.undo else _put_back(plan, view)
+    _not_undone(view.effects)
     return not_agent
 
 
+def _overwritten(plan: RestorePlan, view: PlanView) -> list[str]:
+    over = plan.overwrites()
+    not_agent = [op.path for op in over if op.path in view.marks]
+    if not over:
+        return not_agent
+    render.out(f"It overwrites or removes {len(over)} of them, changed since checkpoint {plan.target.number}:")
+    for op in over[:200]:
+        mark = view.marks.get(op.path)
+        render.out(f"  {render.display_path(op.path)}  last changed by: {who(view.latest.get(op.path))}"
+                   + (f"   <- {mark}" if mark else ""))
+    if len(over) > 200:
+        render.out(f"  … and {len(over) - 200} more")
+    return not_agent
+
+
+def _put_back(plan: RestorePlan, view: PlanView) -> list[str]:
+    """An undo: who wrote what it puts back; a path someone changed after the rewind is marked."""
+    changed_since = [path for path, _, _ in plan.rows() if path in view.marks]
+    rows = [(path, action) for path, action, _ in plan.rows()]
+    if not rows:
+        return changed_since
+    render.out(f"It puts back what checkpoint {plan.target.number} holds:")
+    for path, action in rows[:200]:
+        mark = f"   <- {view.marks[path]}" if path in view.marks else ""
+        what = ("removed (the rewind put it there)" if action in ("delete", "rmdir")
+                else f"written by: {wrote(view.put_back.get(path))}")
+        render.out(f"  {render.display_path(path)}  {what}{mark}")
+    if len(rows) > 200:
+        render.out(f"  … and {len(rows) - 200} more")
+    return changed_since
+
+
+def _not_undone(effects: list) -> None:
+    if not effects:
+        return
+    render.out("It will not undo (outside the tree):")
+    for e in effects[:50]:
+        cmd = f": {render.short(e.command, 60)}" if e.kind == "command" else ""
+        render.out(f"  checkpoint {e.checkpoint}: {render.safe(e.what)}{cmd}")
+    if len(effects) > 50:
+        render.out(f"  … and {len(effects) - 50} more")
+    if any(e.kind == "command" for e in effects):
+        render.out("  (named from the commands the agent's shell ran; what a script or program does by "
+                   "itself, rewind cannot see)")
+
+
 def confirm(yes: bool, question: str) -> None:
+    """Ask on the terminal; declining prints a one-line notice and exits 1 (not an error)."""
     if yes:
         return
     if not sys.stdin.isatty():
         raise Refused("not rewinding without confirmation, and there is no terminal to ask on",
                       hint="pass --yes to go ahead, or --dry-run to only see the plan")
     if not typer.confirm(question, default=False):
-        raise Refused("nothing changed")
+        render.out("Declined: nothing changed.")
+        raise typer.Exit(1)
 
 
-def present(project, plan: RestorePlan, title: str, current) -> list[str]:
-    """The plan, who last changed what it overwrites, and the safety net; returns the paths
-    the agent did not write."""
-    not_agent = print_plan(project, plan, title, current)
-    if not_agent:
+def present(project, plan: RestorePlan, title: str, current, view: PlanView | None = None) -> list[str]:
+    """The plan, who last changed what it overwrites, what it will not undo, and the safety
+    net; returns the paths the agent did not write."""
+    view = view or view_of(project, plan, current)
+    not_agent = print_plan(project, plan, title, current, view)
+    if not_agent and not view.undo:
         render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
                    "(you, another session or process).")
     render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
     return not_agent
 
 
-def say_rewound(target, safety, done: int) -> None:
-    render.out(f"Rewound to checkpoint {target.number}: {done} operation(s). "
+def plan_json(project, plan: RestorePlan, view: PlanView, action: str, extra: dict | None = None) -> dict:
+    """A plan as JSON (`to --dry-run --json`, `undo --dry-run --json`)."""
+    from rewind.cli.json_shapes import checkpoint_json
+
+    def who_json(row: ChangeRow | None, checkpoint: int | None = None) -> dict | None:
+        if row is None:
+            return None
+        out = {"source": row.source, "tool": row.tool, "command": row.command, "session_id": row.session_id}
+        if checkpoint is not None:
+            out["checkpoint"] = checkpoint
+        return out
+
+    under = {}
+    for cp, rows in view.changes:
+        for row in rows:
+            under.setdefault(row.path, cp.number)
+    over = {op.path for op in plan.overwrites()}
+    paths = []
+    for path, act, op in plan.rows():
+        now = view.latest.get(path)
+        back = view.put_back.get(path)
+        paths.append({"path": path, "action": act, "overwrites": path in over, "notice": view.marks.get(path),
+                      "kind": KIND_NAMES[(op.entry or op.old).kind] if (op.entry or op.old) else None,
+                      "current_author": who_json(now, under.get(path)),
+                      "restored_author": (None if back is None or act in ("delete", "rmdir") else
+                                          _first_author(back))})
+    return {"dry_run": True, "action": action, "project": project.root,
+            "target": checkpoint_json(plan.target), **(extra or {}),
+            "count": plan.count, "paths": paths,
+            "skipped": [{"path": p, "why": why} for p, why in plan.skipped],
+            "kept_hooks": list(plan.kept_hooks),
+            "will_not_undo": [e.as_json() for e in view.effects]}
+
+
+def _first_author(row: ChangeRow) -> dict:
+    """Who wrote the content a change left (through a restore, the one who wrote it first)."""
+    if row.source == "rewind" and row.restored and row.restored.get("source"):
+        r = row.restored
+        return {"source": r["source"], "tool": r.get("tool"), "command": r.get("command"),
+                "session_id": r.get("session_id")}
+    return {"source": row.source, "tool": row.tool, "command": row.command, "session_id": row.session_id}
+
+
+def changed(plan: RestorePlan) -> int:
+    """How many paths a restore changed: the plan's count, less what it left alone."""
+    left = {path for path, _ in plan.left}
+    return len({op.path for op in plan.ops} - left)
+
+
+def say_rewound(target, safety, plan: RestorePlan) -> None:
+    render.out(f"Rewound to checkpoint {target.number}: {paths_phrase(changed(plan))} changed. "
                f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
 
 

@@ -49,6 +49,31 @@ class RestorePlan:
     def touched(self) -> list[str]:
         return sorted({op.path for op in self.ops})
 
+    def rows(self) -> list[tuple[str, str, Op]]:
+        """One (path, action, op) per path that changes, in plan order: the count of what a
+        restore changes (its plan, its question and its result say the same number). A path
+        removed then created again is one `replace`; a directory's mode set after its
+        `mkdir`, or a file's after its `write`, is part of it."""
+        by_path: dict[str, list[Op]] = {}
+        for op in self.ops:
+            by_path.setdefault(op.path, []).append(op)
+        out = []
+        for path, ops in by_path.items():
+            actions = [op.action for op in ops]
+            made = [op for op in ops if op.action in ("mkdir", "write", "symlink")]
+            if made and any(a in ("delete", "rmdir") for a in actions):
+                out.append((path, "replace", made[-1]))
+            elif made:
+                out.append((path, made[-1].action, made[-1]))
+            else:
+                out.append((path, ops[0].action, ops[0]))
+        return out
+
+    @property
+    def count(self) -> int:
+        """How many paths change (see `rows`)."""
+        return len({op.path for op in self.ops})
+
 
 def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
                  paths: list[str] | None = None) -> RestorePlan:
@@ -197,6 +222,32 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
 def _ancestors(path: str) -> list[str]:
     parts = path.split("/")
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def entry_at(load, tree_oid: str, path: str) -> Entry | None:
+    """What a tree holds at `path` (project-relative), or None."""
+    tree = load(tree_oid)
+    parts = path.split("/")
+    for i, name in enumerate(parts):
+        entry = tree.get(name)
+        if entry is None or i == len(parts) - 1:
+            return entry
+        if entry.kind != DIR:
+            return None
+        tree = load(entry.oid)
+    return None
+
+
+def unmatched(project: Project, target: Checkpoint, current: ScanResult, paths: list[str] | None) -> list[str]:
+    """The paths asked for (`to ID -- PATH`) that name nothing in the checkpoint nor in the
+    working tree as scanned: a typo, not a tree that already matches."""
+    load = TreeLoader(project.store, current.trees)
+
+    def has(tree_oid: str, path: str) -> bool:
+        return entry_at(load, tree_oid, path) is not None
+    return [p for p in paths or [] if p.strip("/") and p.strip("/") not in current.protected
+            and not has(target.tree, p.strip("/"))
+            and not has(current.root, p.strip("/"))]
 
 
 def plan_for_display(project: Project, target: Checkpoint, paths: list[str] | None,

@@ -262,6 +262,9 @@ def test_every_json_output_of_a_recorded_session_keeps_its_golden_shape(recorded
         ("verify", ["verify", "--json"], {}),
         ("export", ["export", "2", "--branch", "from-rewind", "--json"], {}),
         ("hooks-status", ["hooks", "status", "claude", "--json"], {}),
+        # the plans of a restore and of an undo, as JSON (nothing changed)
+        ("to-dry-run", ["to", "1", "--dry-run", "--json"], {}),
+        ("undo-dry-run", ["undo", "--dry-run", "--json"], {}),
         # the findings depend on the machine (its disk, its inotify limit): their shape is pinned
         ("doctor", ["doctor", "--json"], {"each": ("$.findings",), "loosen": {"$.findings[*].fix": "<str|null>"}}),
     ]:
