@@ -21,6 +21,17 @@ from rewind.history.restore import restore
 from rewind.history.restore_plan import plan_for_display
 
 
+def by(row) -> str:
+    """Who made a change, once: `bash: ls -la`, `tool: Edit`, `external`, then its flags."""
+    if row.source == "bash" and row.command:
+        who = f"bash: {render.short(row.command, 30)}"
+    elif row.source == "tool" and row.tool:
+        who = f"tool: {render.safe(row.tool)}"
+    else:
+        who = row.source
+    return who + (" " + " ".join(row.flags) if row.flags else "")
+
+
 def run_picker(project):
     """The app for `project` (a Textual App: `.run()` it, or drive it with its test pilot).
     Its return value is a line saying what was restored, or None."""
@@ -44,8 +55,8 @@ def run_picker(project):
 
         def compose(self) -> ComposeResult:
             with Vertical(id="dialog"):
-                yield Static(self.text, id="plan")
-                yield Label("Restore? [y]es / [n]o")
+                yield Static(Text(self.text), id="plan")
+                yield Label(Text("Restore? y: yes / n: no"))
 
         def action_yes(self) -> None:
             self.dismiss(True)
@@ -56,10 +67,10 @@ def run_picker(project):
     class Picker(App):
         TITLE = "rewind"
         CSS = """
-        #left { width: 55%; }
-        #right { width: 45%; }
-        #changes { height: 40%; }
-        #diff { height: 60%; overflow-y: auto; }
+        #left { height: 1fr; }
+        #right { height: 1fr; }
+        #changes { width: 1fr; }
+        #diff { width: 1fr; overflow-y: auto; }
         #dialog { padding: 1 2; border: thick $accent; background: $panel; width: 90%; height: auto;
                   max-height: 90%; margin: 2 4; }
         """
@@ -76,22 +87,26 @@ def run_picker(project):
 
         def compose(self) -> ComposeResult:
             yield Header(show_clock=False)
-            with Horizontal():
+            with Vertical():         # the prompts on top, full width; the changes and diff below
                 with Vertical(id="left"):
                     yield DataTable(id="checkpoints", cursor_type="row", zebra_stripes=True)
-                with Vertical(id="right"):
+                with Horizontal(id="right"):
                     yield DataTable(id="changes", cursor_type="row")
                     yield Static(id="diff")
             yield Footer()
 
         def on_mount(self) -> None:
             table = self.query_one("#checkpoints", DataTable)
-            table.add_columns("id", "age", "kind", "changes", "prompt")
+            table.add_columns("prompt", "changes", "id", "age", "kind")
             for cp in self.cps:
                 ch = changes_under(project, cp, self.working())
-                marks = " ".join(f"[{label}]" for label, _ in badges(ch))
-                table.add_row(str(cp.number), render.age(cp.created_at), cp.kind, counts_text(ch),
-                              (marks + " " if marks else "") + render.short(describe(cp), 70), key=str(cp.number))
+                prompt = Text()          # user text as Text: never parsed as markup
+                for label, style in badges(ch):
+                    prompt.append(f" {label} ", style=f"bold {style} reverse")
+                    prompt.append(" ")
+                prompt.append(render.short(describe(cp), 70))
+                table.add_row(prompt, counts_text(ch), str(cp.number), render.age(cp.created_at), cp.kind,
+                              key=str(cp.number))
             changes = self.query_one("#changes", DataTable)
             changes.add_columns("", "path", "by")
             self.sub_title = project.root
@@ -116,11 +131,8 @@ def run_picker(project):
             table = self.query_one("#changes", DataTable)
             table.clear()
             for r in self.rows:
-                who = r.source + (f": {render.safe(r.tool)}" if r.tool else "") + (f": {render.short(r.command, 30)}"
-                                                                       if r.command else "")
                 table.add_row({"added": "A", "modified": "M", "deleted": "D"}[r.status],
-                              render.display_path(r.path), who + (" " + " ".join(r.flags) if r.flags else ""),
-                              key=r.path)
+                              Text(render.display_path(r.path)), Text(by(r)), key=r.path)
             self.show_diff(self.rows[0].path if self.rows else None)
 
         def show_diff(self, path) -> None:
