@@ -56,15 +56,15 @@ def build():
 # What a value is, in the help: names a reader understands, not types (`<str>`, `<IdSpec>`).
 METAVARS = {"project": "DIR", "message": "TEXT", "branch": "NAME", "scope": "SCOPE", "color": "WHEN",
             "n": "N", "idle_minutes": "MINUTES"}
-ARGUMENTS = {"checkpoint": "ID", "checkpoint2": "[ID2]", "agent": "AGENT"}
+ARGUMENTS = {"checkpoint": "ID", "checkpoint2": "[ID2]", "agent": "AGENT", "paths": "[PATH]..."}
 # Commands that take paths after `--` (read before click parses: see rewind.cli.argv)
-TAKES_PATHS = {"to", "diff"}
+TAKES_PATHS = {"diff"}     # `to` names its paths as words after the ID
 EXAMPLES = {
     "list": ["rewind list", "rewind list -n 5 --json"],
     "show": ["rewind show 3", "rewind show last --json"],
     "diff": ["rewind diff 3              what happened after checkpoint 3",
              "rewind diff 2 5 -- src/    between two checkpoints, under src/ only"],
-    "to": ["rewind to 3 --dry-run      what it would change", "rewind to last~1 -- README.md"],
+    "to": ["rewind to 3 --dry-run      what it would change", "rewind to last~1 README.md src/"],
     "undo": ["rewind undo"],
     "save": ['rewind save -m "before the refactor"'],
     "verify": ["rewind verify", "rewind verify --drop-damaged"],

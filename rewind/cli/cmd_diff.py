@@ -13,7 +13,7 @@ from rewind.capture.snapshot import TreeLoader, working_scan
 from rewind.cli import render
 from rewind.cli.argv import paths_after_dashes
 from rewind.cli.common import project_for, project_paths, resolve_checkpoint
-from rewind.cli.ids import IdSpec, complete_id, parse_id
+from rewind.cli.ids import IdSpec, complete_id, parse_second_id
 from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
 from rewind.diff import change_rows, diff_trees, path_filter
 from rewind.errors import CorruptObject, RewindError
@@ -140,7 +140,7 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
 def register(app: typer.Typer) -> None:
     @app.command("diff")
     def diff_cmd(checkpoint: CheckpointArg,
-                 checkpoint2: Optional[IdSpec] = typer.Argument(None, parser=parse_id, autocompletion=complete_id, metavar="[ID2]",
+                 checkpoint2: Optional[IdSpec] = typer.Argument(None, parser=parse_second_id, autocompletion=complete_id, metavar="[ID2]",
                                                              help="Compare with this checkpoint instead."),
                  stat: bool = typer.Option(False, "--stat", help="Lines added and removed per path."),
                  name_only: bool = typer.Option(False, "--name-only", help="Only the paths."),

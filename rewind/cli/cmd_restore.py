@@ -72,7 +72,7 @@ def _restore_with_progress(project, target, paths, **kw):
 
 
 def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "",
-            as_json: bool = False) -> None:
+            as_json: bool = False, words: list[str] | None = None) -> None:
     project = project_for(project_dir)
     try:
         target = resolve_checkpoint(project, spec)
@@ -82,7 +82,7 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         if conversation:
             from rewind.history.conversation import fork
             fork(target, dry_run=True)       # refuse before touching the tree if it cannot fork
-        given = paths_after_dashes()
+        given = (words or []) + (paths_after_dashes() or []) or None
         paths = project_paths(project, given)
         scope = f" (only {', '.join(p or '.' for p in paths)})" if paths else ""
         title = (f"Rewind {project.root} to checkpoint {target.number}{scope}: {target.kind}, "
@@ -178,13 +178,15 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
 def register(app: typer.Typer) -> None:
     @app.command("to")
     def to_cmd(checkpoint: CheckpointArg,
+               paths: Optional[list[str]] = typer.Argument(None, metavar="[PATH]...", show_default=False,
+                                                           help="Only these paths (after the ID, every word is a path)."),
                yes: YesOpt = False,
                dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
                project: ProjectOpt = None,
                conversation: bool = typer.Option(False, "--conversation", help="Also fork the Claude Code conversation to just before this checkpoint's prompt."),
                conversation_only: bool = typer.Option(False, "--conversation-only", help="Only fork the conversation; leave the files."),
                as_json: JsonOpt = False):
-        """Make the tree equal to checkpoint ID again (only some paths with `-- PATH...`).
+        """Make the tree equal to checkpoint ID again (only the PATHs given, if any).
         A safety checkpoint of the current tree is taken first."""
         if conversation and conversation_only:
             from rewind.errors import UsageError
@@ -193,7 +195,7 @@ def register(app: typer.Typer) -> None:
             from rewind.errors import UsageError
             raise UsageError("--json goes with --dry-run (the plan as JSON)")
         to_impl(checkpoint, yes, dry_run, project, "only" if conversation_only else ("yes" if conversation else ""),
-                as_json)
+                as_json, paths)
 
     @app.command("undo")
     def undo_cmd(yes: YesOpt = False, project: ProjectOpt = None,

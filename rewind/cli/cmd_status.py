@@ -36,8 +36,8 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
     home, catalog = open_catalog()
     try:
         sizes = gcmod.object_sizes(home)
-        store = {"path": home, "objects": len(sizes), "bytes": sum(sizes.values()),
-                 "catalog_bytes": _catalog_size(home)}
+        objects, on_disk = gcmod.totals(home)          # counted as gc's report counts them
+        store = {"path": home, "objects": objects, "bytes": on_disk, "catalog_bytes": _catalog_size(home)}
         last = gcmod.last_report(catalog)
         if all_projects:
             known = catalog.projects()

@@ -32,12 +32,13 @@ def print_report(report: gcmod.GcReport) -> None:
     for h in report.hidden:
         render.out(f"{'would hide' if report.dry_run else 'hid'} checkpoint {h['number']} of {h['project']} "
                    f"({h['reason']})")
-    render.out(f"{would}free {plural(report.objects_swept, 'object')} "
-               f"({render.human_size(report.bytes_swept)}); "
-               f"{'would keep' if report.dry_run else 'kept'} {plural(report.objects_kept + report.objects_spared, 'object')} "
-               f"({render.human_size(report.bytes_kept)})")
+    render.out(f"{'would free' if report.dry_run else 'freed'} {plural(report.objects_swept, 'object')} "
+               f"({render.human_size(report.bytes_swept)}); the store "
+               f"{'holds now' if report.dry_run else 'now holds'} {plural(report.store_objects, 'object')} "
+               f"({render.human_size(report.store_bytes)})")
     if report.objects_spared:
-        render.out(f"  {report.objects_spared:,} of them newer than this gc's start (a writer's, in flight)")
+        render.out(f"  {report.objects_spared:,} unreferenced object(s) newer than this gc's start are kept "
+                   "(a writer's, in flight)")
     if report.packs_merged:
         render.out(f"  {'would merge' if report.dry_run else 'merged'} {report.packs_merged} small packs into one")
     if report.packed_dead:

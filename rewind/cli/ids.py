@@ -32,6 +32,15 @@ def parse_id(value) -> IdSpec:
     return IdSpec("last", int(m.group(2) or 0))
 
 
+def parse_second_id(value) -> IdSpec:
+    """`diff`'s optional second id: a word that is not one is most likely a path, and said so."""
+    try:
+        return parse_id(value)
+    except typer.BadParameter:
+        raise typer.BadParameter(f"{value!r} is not a checkpoint id; paths go after `--` "
+                                 f"(rewind diff ID -- {value})") from None
+
+
 def complete_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
     """Shell completion of checkpoint ids, with each one's prompt as the description.
     Never fails: a completion that cannot be computed is simply empty."""

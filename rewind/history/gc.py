@@ -48,7 +48,7 @@ from rewind.lock import store_lock, try_lock
 from rewind.retention import enforce
 from rewind.store import tree as treemod
 from rewind.store.objects import Store
-from rewind.store.sweep import (GC_LOCK, Progress, SweepCounts, clean_tmp, merge_small, object_sizes,
+from rewind.store.sweep import (GC_LOCK, Progress, SweepCounts, clean_tmp, merge_small, object_sizes, totals,
                                 recover_trash, sweep_loose, sweep_packs)
 from rewind.store.tree import DIR, FILE, LARGE, LINK
 from rewind.structs import dataclass, field
@@ -76,6 +76,9 @@ class GcReport:
     temp_files_removed: int = 0
     seconds: float = 0.0
     seconds_exclusive: float = 0.0   # how long hooks had to wait for the sweep
+    # the store once gc is done (a dry run: as it is now), counted as `status` counts it
+    store_objects: int = 0
+    store_bytes: int = 0
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -94,12 +97,14 @@ class GcPlan:
     config_problems: list[str] = field(default_factory=list)
     held: str | None = None                               # why nothing would be swept
     preview: SweepCounts | None = None                    # dry run: steps 3-6 as they would go
+    home: str = ""
 
     def report(self) -> GcReport:
         """The plan as a dry run reports it (`gc --dry-run`, its text and JSON)."""
+        objects, size = totals(self.home)
         return GcReport(True, iso(self.now_ns), self.dropped, self.hidden, self.held, self.config_problems,
                         **(self.preview or SweepCounts()).__dict__,
-                        seconds=round(time.monotonic() - self.began, 3))
+                        seconds=round(time.monotonic() - self.began, 3), store_objects=objects, store_bytes=size)
 
 
 class GcBusy(RewindError):
@@ -198,7 +203,7 @@ def plan_gc(home: str, catalog: Catalog, dry_run: bool = False, progress: Progre
     shared). `dry_run`: also preview steps 3-6, marking what the kept checkpoints reach."""
     began = time.monotonic()
     store = Store(home)
-    plan = GcPlan(store.fs_now(), now_ns(), began, auto)
+    plan = GcPlan(store.fs_now(), now_ns(), began, auto, home=home)
     would_drop: set[tuple[int, int]] = set()
     for pid, root in catalog.projects():
         if only is not None and pid not in only:
@@ -256,6 +261,7 @@ def apply(plan: GcPlan, home: str, catalog: Catalog, progress: Progress | None =
     lost = catalog.any_lost()
     if lost:
         report.held = _lost(lost)
+        report.store_objects, report.store_bytes = totals(home)
         report.seconds = round(time.monotonic() - plan.began, 3)
         return report
     # the long walk first, beside the hooks: every tree the roots reach now
@@ -277,6 +283,7 @@ def apply(plan: GcPlan, home: str, catalog: Catalog, progress: Progress | None =
     # (put never relies on a packed copy), so hooks need not wait for it
     merge_small(home, small, marked, report, False)
     clean_tmp(home, report, False)
+    report.store_objects, report.store_bytes = totals(home)
     report.seconds = round(time.monotonic() - plan.began, 3)
     with catalog.transaction():
         catalog.set_meta("last_gc", json.dumps(report.to_json(), sort_keys=True))

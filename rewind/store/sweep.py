@@ -284,6 +284,33 @@ def clean_tmp(home: str, counts, dry_run: bool) -> None:
             pass
 
 
+def totals(home: str) -> tuple[int, int]:
+    """(objects, bytes) of the store as `status` and `gc` both report it: each object once,
+    loose or packed, and the bytes its files take on disk (loose files and whole packs)."""
+    ids: set[str] = set()
+    size = 0
+    objects = os.path.join(home, OBJECTS_DIR)
+    for shard in _shards(objects):
+        try:
+            with os.scandir(os.path.join(objects, shard)) as it:
+                for de in it:
+                    if _HEX62.match(de.name):
+                        try:
+                            size += de.stat(follow_symlinks=False).st_size
+                        except FileNotFoundError:
+                            continue
+                        ids.add(shard + de.name)
+        except FileNotFoundError:
+            pass
+    for pack in Store(home).packs().values():
+        try:
+            size += os.stat(pack.path).st_size
+        except OSError:
+            continue
+        ids.update(oid for oid, _, _ in pack.entries())
+    return len(ids), size
+
+
 def object_sizes(home: str) -> dict[str, int]:
     """Every object in the store and its size on disk."""
     out: dict[str, int] = {}

@@ -30,10 +30,29 @@ def test_every_help_shows_names_not_types_and_has_examples():
             assert "Examples:" in text, (command, text)
 
 
-def test_the_usage_of_to_and_diff_names_paths_after_dashes():
-    assert re.search(r"Usage: rewind to \[OPTIONS\] ID \[-- PATH\.\.\.\]", help_of("to"))
+def test_the_usage_of_to_and_diff_names_their_paths():
+    assert re.search(r"Usage: rewind to \[OPTIONS\] ID \[PATH\]\.\.\.", help_of("to"))
     assert re.search(r"Usage: rewind diff \[OPTIONS\] ID \[ID2\] \[-- PATH\.\.\.\]", help_of("diff"))
     assert "--project DIR" in help_of("to") and "-n N" in help_of("list")
+
+
+def test_to_takes_paths_after_the_id_and_diff_says_where_paths_go(tmp_path):
+    p = tmp_path / "p"
+    write(p, "a.txt", "a\n")
+    write(p, "b.txt", "b\n")
+    run_rewind("save", cwd=p, check=0)
+    write(p, "a.txt", "A\n")
+    write(p, "b.txt", "B\n")
+    r = run_rewind("to", "1", "a.txt", "--yes", cwd=p)
+    assert r.returncode == 0, r
+    assert (p / "a.txt").read_text() == "a\n" and (p / "b.txt").read_text() == "B\n"
+    r = run_rewind("to", "1", "b.txt", "--dry-run", "--", "a.txt", cwd=p)       # both spellings at once
+    assert r.returncode == 0 and "b.txt" in r.stdout, r
+    r = run_rewind("to", "1", "nope.txt", "--dry-run", cwd=p)
+    assert r.returncode == 1 and "nope.txt" in r.stderr
+    r = run_rewind("diff", "1", "a.txt", cwd=p)
+    assert r.returncode == 2 and "paths go after `--`" in r.stderr and "rewind diff ID -- a.txt" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_color_is_taken_after_the_command_too(tmp_path):
