@@ -47,7 +47,9 @@ def print_watcher(view: dict) -> None:
     elif view["died"]:
         state = "not running: it died without stopping (the next prompt starts it again)"
     elif view["stopped"]:
-        state = f"not running (stopped {render.age(view['stopped']['at'])}: {view['stopped']['reason']})"
+        reason = view["stopped"]["reason"]
+        state = f"not running (stopped {render.age(view['stopped']['at'])}" + \
+            (")" if reason == "stopped" else f": {reason})")
     else:
         state = "not running (`rewind watch` starts it; agent sessions start it by themselves)"
     render.out(f"watcher:     {state}")

@@ -170,9 +170,10 @@ def _overwritten(plan: RestorePlan, view: PlanView) -> list[str]:
     if not over:
         return not_agent
     render.out(f"It overwrites or removes {len(over)} of them, changed since checkpoint {plan.target.number}:")
+    width = _width(op.path for op in over[:200])
     for op in over[:200]:
         mark = view.marks.get(op.path)
-        render.out(f"  {render.display_path(op.path)}  last changed by: {who(view.latest.get(op.path))}"
+        render.out(f"  {render.display_path(op.path).ljust(width)}  last changed by: {who(view.latest.get(op.path))}"
                    + (f"   <- {mark}" if mark else ""))
     if len(over) > 200:
         render.out(f"  … and {len(over) - 200} more")
@@ -182,18 +183,25 @@ def _overwritten(plan: RestorePlan, view: PlanView) -> list[str]:
 def _put_back(plan: RestorePlan, view: PlanView) -> list[str]:
     """An undo: who wrote what it puts back; a path someone changed after the rewind is marked."""
     changed_since = [path for path, _, _ in plan.rows() if path in view.marks]
-    rows = [(path, action) for path, action, _ in plan.rows()]
+    # a directory it makes again has no author worth a line: its files have theirs
+    rows = [(path, action) for path, action, _ in plan.rows() if action != "mkdir"]
     if not rows:
         return changed_since
     render.out(f"It puts back what checkpoint {plan.target.number} holds:")
+    width = _width(path for path, _ in rows[:200])
     for path, action in rows[:200]:
         mark = f"   <- {view.marks[path]}" if path in view.marks else ""
         what = ("removed (the rewind put it there)" if action in ("delete", "rmdir")
                 else f"written by: {wrote(view.put_back.get(path))}")
-        render.out(f"  {render.display_path(path)}  {what}{mark}")
+        render.out(f"  {render.display_path(path).ljust(width)}  {what}{mark}")
     if len(rows) > 200:
         render.out(f"  … and {len(rows) - 200} more")
     return changed_since
+
+
+def _width(paths, cap: int = 48) -> int:
+    """The path column's width: the longest shown, up to `cap` (a longer one pushes its own line only)."""
+    return min(cap, max((len(render.display_path(p)) for p in paths), default=0))
 
 
 def _not_undone(effects: list) -> None:
@@ -228,8 +236,8 @@ def present(project, plan: RestorePlan, title: str, current, view: PlanView | No
     view = view or view_of(project, plan, current)
     not_agent = print_plan(project, plan, title, current, view)
     if not_agent and not view.undo:
-        render.out(f"{len(not_agent)} of them were last changed by someone other than the agent "
-                   "(you, another session or process).")
+        render.out(f"{len(not_agent)} of them {'was' if len(not_agent) == 1 else 'were'} last changed by "
+                   "someone other than the agent (you, another session or process).")
     render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
     return not_agent
 

@@ -146,6 +146,9 @@ def test_undo_names_who_wrote_the_content_it_puts_back(tmp_path):
     assert "written by: bash (rm old.log && ln -s src/app.py" in lines["app_link.py"], out
     assert not any("written by: rewind" in line for line in lines.values()), out
     assert "<- " not in out                               # nobody changed anything since the rewind
+    assert "src" not in lines                             # a directory made again has no author line
+    columns = {line.index("written by:") for line in lines.values() if "written by:" in line}
+    assert len(columns) == 1, out                         # the authors line up, whatever the path's length
     n = _count(out)
     assert out.splitlines()[-1] == "Dry run: nothing changed; `rewind undo` does it."
     done = run_rewind("undo", "--yes", cwd=root, check=0).stdout
