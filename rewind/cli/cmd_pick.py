@@ -26,5 +26,5 @@ def pick_impl(project_dir: Optional[str]) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("pick")
     def pick_cmd(project: ProjectOpt = None):
-        """Choose a checkpoint with the arrow keys: its changes, their diff, restore it or one file."""
+        """Choose a checkpoint with the arrow keys: its changes, their diff; restore it, one file, or its conversation."""
         pick_impl(project)

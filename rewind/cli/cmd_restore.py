@@ -13,8 +13,8 @@ from rewind.cli.common import project_for, project_paths, resolve_checkpoint
 from rewind.cli.list_view import describe
 from rewind.cli.options import CheckpointArg, ProjectOpt, YesOpt
 from rewind.cli.options import JsonOpt
-from rewind.cli.restore_view import (changed, confirm, left_alone, paths_phrase, plan_json, present, print_plan,
-                                     say_rewound, view_of)
+from rewind.cli.restore_view import (changed, confirm, forked_text, left_alone, paths_phrase, plan_json, present,
+                                     print_plan, say_rewound, view_of)
 from rewind.errors import RewindError, UndoUnavailable
 from rewind.history.restore import restore, undo
 from rewind.history.restore_plan import RestorePlan, plan_for_display, unmatched
@@ -26,9 +26,7 @@ def _fork(target, dry_run: bool, root: str) -> None:
     if dry_run:
         render.out(f"Would write a conversation that ends before checkpoint {target.number}'s prompt: {path}")
         return
-    render.out(f"Conversation: a new session {new_id} that ends before checkpoint {target.number}'s prompt "
-               f"(the original transcript is untouched).")
-    render.out(f"  continue it with:  cd {render.display_path(root)} && claude --resume {new_id}")
+    render.out(forked_text(target, new_id, root))
 
 
 def _again(command: str, given: list[str] | None) -> str:

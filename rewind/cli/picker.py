@@ -5,7 +5,10 @@ beside it the selected checkpoint's changes and the diff of the highlighted one.
 Keys: up/down choose; tab moves between the checkpoints and their changes; enter or r restores
 the checkpoint; f restores only the highlighted file; d shows or hides the diff; q quits.
 A restore shows the same plan as `rewind to`, names what it overwrites that the agent did not
-write, and asks; it takes the same safety checkpoint, so `rewind undo` goes back.
+write, and asks as Claude Code's Esc Esc menu does: restore the code, the conversation (a new
+transcript that ends before the prompt, for `claude --resume`), both, or cancel. The code
+restore takes the same safety checkpoint as `rewind to`, so `rewind undo` goes back.
+The prompt column takes the width the other columns leave.
 
 Built on Textual (from the makers of rich, already a dependency): real widgets, and a test
 pilot that drives the app in the tests the way a person would.
@@ -16,9 +19,15 @@ from __future__ import annotations
 from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import TreeLoader, working_scan
 from rewind.cli import render
+from rewind.cli.list_view import describe
+from rewind.cli.restore_view import AGENT_SOURCES, forked_text, latest_changes, left_alone, paths_phrase, rewound_text
 from rewind.diff import diff_trees
+from rewind.errors import ConversationUnavailable, RewindError
+from rewind.history.conversation import fork
 from rewind.history.restore import restore
 from rewind.history.restore_plan import plan_for_display
+
+PLAN_LINES = 500       # operations listed in the dialog; `rewind to N --dry-run` lists them all
 
 
 def by(row) -> str:
@@ -32,37 +41,64 @@ def by(row) -> str:
     return who + (" " + " ".join(row.flags) if row.flags else "")
 
 
+def conversation_refusal(cp) -> str | None:
+    """Why the conversation of `cp` cannot be restored, or None when it can (a dry-run fork:
+    the transcript is read and the prompt found, nothing is written)."""
+    try:
+        fork(cp, dry_run=True)
+    except ConversationUnavailable as e:
+        return e.message
+    return None
+
+
+def plan_text(project, cp, plan, paths, working) -> tuple[list[str], list[str]]:
+    """The dialog's plan (title, operations, what the agent did not write) and the paths in it
+    last changed by someone other than the agent."""
+    over = plan.overwrites()
+    latest = latest_changes(project, cp.number, {op.path for op in over}, working) if over else {}
+    scope = f"only {', '.join(render.display_path(p) for p in paths)} " if paths else ""
+    lines = [f"Rewind {scope}to checkpoint {cp.number}: {describe(cp)}"] + ([""] if plan.ops or plan.skipped else [])
+    lines += [f"  {op.action:<7} {render.display_path(op.path)}" for op in plan.ops[:PLAN_LINES]]
+    if len(plan.ops) > PLAN_LINES:
+        lines.append(f"  … and {len(plan.ops) - PLAN_LINES} more (`rewind to {cp.number} --dry-run` lists them all)")
+    for path, why in plan.skipped[:PLAN_LINES]:
+        lines.append(f"  left    {render.display_path(path)} ({why})")
+    not_agent = [p for p, r in latest.items() if r.source not in AGENT_SOURCES]
+    if not_agent:
+        lines += ["", f"{len(not_agent)} of them were last changed by someone other than the agent:"]
+        lines += [f"  {render.display_path(p)}" for p in not_agent[:PLAN_LINES]]
+    return lines, not_agent
+
+
+def question(cp, plan, code: bool, not_agent: list[str], refusal: str | None, whole: bool) -> str:
+    """What the dialog asks, under the plan."""
+    if code:
+        count = paths_phrase(plan.count)
+        ask = (f"Rewind {count} to checkpoint {cp.number}, overwriting {len(not_agent)} not written by the "
+               f"agent?" if not_agent else f"Rewind {count} to checkpoint {cp.number}?")
+        lines = [ask + " A safety checkpoint is taken first; `rewind undo` goes back."]
+    else:
+        lines = [f"The tree already matches checkpoint {cp.number}."]
+    if whole:
+        lines.append("Conversation: a new session that ends before this prompt; the original transcript is "
+                     "untouched." if refusal is None else f"Conversation: not available ({refusal}).")
+    return "\n".join(lines)
+
+
 def run_picker(project):
     """The app for `project` (a Textual App: `.run()` it, or drive it with its test pilot).
-    Its return value is a line saying what was restored, or None."""
+    Its return value says what was restored (a line per part), or None; `failure` holds an
+    error met on the way, for `pick` to raise once the terminal is back."""
     from rich.syntax import Syntax
     from rich.text import Text
     from textual.app import App, ComposeResult
     from textual.binding import Binding
     from textual.containers import Horizontal, Vertical
-    from textual.screen import ModalScreen
-    from textual.widgets import DataTable, Footer, Header, Label, Static
+    from textual.widgets import DataTable, Footer, Header, Static
 
     from rewind.cli.cmd_diff import unified
-    from rewind.cli.list_view import badges, counts_text, describe
-
-    class Confirm(ModalScreen[bool]):
-        BINDINGS = [Binding("y", "yes", "Yes"), Binding("n,escape", "no", "No")]
-
-        def __init__(self, text: str):
-            super().__init__()
-            self.text = text
-
-        def compose(self) -> ComposeResult:
-            with Vertical(id="dialog"):
-                yield Static(Text(self.text), id="plan")
-                yield Label(Text("Restore? y: yes / n: no"))
-
-        def action_yes(self) -> None:
-            self.dismiss(True)
-
-        def action_no(self) -> None:
-            self.dismiss(False)
+    from rewind.cli.list_view import badges, counts_text
+    from rewind.cli.restore_dialog import RestoreDialog
 
     class Picker(App):
         TITLE = "rewind"
@@ -71,8 +107,6 @@ def run_picker(project):
         #right { height: 1fr; }
         #changes { width: 1fr; }
         #diff { width: 1fr; overflow-y: auto; }
-        #dialog { padding: 1 2; border: thick $accent; background: $panel; width: 90%; height: auto;
-                  max-height: 90%; margin: 2 4; }
         """
         BINDINGS = [Binding("q,escape", "quit", "Quit"), Binding("enter,r", "restore", "Restore checkpoint"),
                     Binding("f", "restore_file", "Restore file"), Binding("d", "toggle_diff", "Diff"),
@@ -84,6 +118,10 @@ def run_picker(project):
             self.current = None
             self.rows: list = []
             self.pairs: dict = {}
+            self.lines: list = []           # per checkpoint: badges, prompt, changes, id, age, kind
+            self.filled_width = 0
+            self.restored = None            # (checkpoint, plan applied) once the code is restored
+            self.failure: RewindError | None = None
 
         def compose(self) -> ComposeResult:
             yield Header(show_clock=False)
@@ -96,23 +134,49 @@ def run_picker(project):
             yield Footer()
 
         def on_mount(self) -> None:
-            table = self.query_one("#checkpoints", DataTable)
-            table.add_columns("prompt", "changes", "id", "age", "kind")
             for cp in self.cps:
                 ch = changes_under(project, cp, self.working())
-                prompt = Text()          # user text as Text: never parsed as markup
-                for label, style in badges(ch):
-                    prompt.append(f" {label} ", style=f"bold {style} reverse")
-                    prompt.append(" ")
-                prompt.append(render.short(describe(cp), 70))
-                table.add_row(prompt, counts_text(ch), str(cp.number), render.age(cp.created_at), cp.kind,
-                              key=str(cp.number))
+                self.lines.append((badges(ch), describe(cp), counts_text(ch), str(cp.number),
+                                   render.age(cp.created_at), cp.kind))
+            self.fill_checkpoints()
             changes = self.query_one("#changes", DataTable)
             changes.add_columns("", "path", "by")
             self.sub_title = project.root
             if self.cps:
                 self.show(self.cps[0])
-            table.focus()
+            self.query_one("#checkpoints", DataTable).focus()
+
+        def on_resize(self, event) -> None:
+            if self.lines and self.size.width != self.filled_width:
+                self.fill_checkpoints()
+
+        def fill_checkpoints(self) -> None:
+            """The checkpoints table, its prompt column as wide as the terminal leaves it."""
+            table = self.query_one("#checkpoints", DataTable)
+            row = table.cursor_row
+            table.clear(columns=True)
+            # the kind only when some checkpoint is not a prompt (a rewind's, one saved by hand)
+            names = ("changes", "id", "age", "kind")[:4 if any(cp.kind != "prompt" for cp in self.cps) else 3]
+            widths = [max([len(name)] + [len(line[2 + i]) for line in self.lines]) for i, name in enumerate(names)]
+            pad = 2 * table.cell_padding
+            rows_shown = (self.size.height - 2) // 2 - 1    # the table has the top half, less its header
+            scrollbar = table.styles.scrollbar_size_vertical if len(self.cps) > rows_shown else 0
+            self.filled_width = self.size.width
+            room = max(20, self.size.width - scrollbar - sum(w + pad for w in widths) - pad)
+            table.add_column("prompt", width=room, key="prompt")
+            for name, width in zip(names, widths):
+                table.add_column(name, width=width, key=name)
+            for cp, (marks, prompt, *rest) in zip(self.cps, self.lines):
+                rest = rest[:len(names)]
+                text = Text()            # user text as Text: never parsed as markup
+                for label, style in marks:
+                    text.append(f" {label} ", style=f"bold {style} reverse")
+                    text.append(" ")
+                text.append(prompt)
+                text.truncate(room, overflow="ellipsis")
+                table.add_row(text, *rest, key=str(cp.number))
+            if row:
+                table.move_cursor(row=min(row, len(self.cps) - 1), scroll=True)
 
         _working = None
 
@@ -149,6 +213,8 @@ def run_picker(project):
 
         def on_data_table_row_highlighted(self, event) -> None:
             if event.data_table.id == "checkpoints":
+                if event.row_key is None or event.cursor_row != event.data_table.cursor_row:
+                    return               # from before the table was filled again (a resize)
                 number = int(event.row_key.value)
                 cp = next(c for c in self.cps if c.number == number)
                 if self.current is None or cp.number != self.current.number:
@@ -179,37 +245,47 @@ def run_picker(project):
             if cp is None:
                 return
             plan = plan_for_display(project, cp, paths, self.working())
-            if plan.empty and not plan.skipped:
+            code = not (plan.empty and not plan.skipped)
+            whole = paths is None              # one file's restore leaves the conversation be
+            refusal = conversation_refusal(cp) if whole else None
+            talk = whole and refusal is None
+            if not code and not talk:
                 self.notify(f"the tree already matches checkpoint {cp.number}")
                 return
-            from rewind.cli.restore_view import AGENT_SOURCES, latest_changes
-            over = plan.overwrites()
-            latest = latest_changes(project, cp.number, {op.path for op in over}, self.working()) if over else {}
-            lines = [f"Rewind {'only ' + ', '.join(paths) + ' ' if paths else ''}to checkpoint {cp.number}: "
-                     f"{render.short(describe(cp), 60)}", ""]
-            for op in plan.ops[:30]:
-                lines.append(f"  {op.action:<7} {render.display_path(op.path)}")
-            if len(plan.ops) > 30:
-                lines.append(f"  … and {len(plan.ops) - 30} more")
-            not_agent = [p for p, r in latest.items() if r.source not in AGENT_SOURCES]
-            if not_agent:
-                lines += ["", f"{len(not_agent)} of them were last changed by someone other than the agent:"]
-                lines += [f"  {render.display_path(p)}" for p in not_agent[:10]]
-            lines += ["", "A safety checkpoint is taken first; `rewind undo` goes back."]
+            choices = [c for c, offered in (("code", code), ("conversation", talk), ("both", code and talk)) if offered]
+            lines, not_agent = plan_text(project, cp, plan, paths, self.working())
+            asked = question(cp, plan, code, not_agent, refusal, whole)
+            self.push_screen(RestoreDialog(Text("\n".join(lines)), Text(asked), choices),
+                             lambda choice: self.do(cp, paths, choice))
 
-            def done(yes: bool) -> None:
-                if not yes:
-                    return
-                safety, _, ops = restore(project, cp, paths)
-                self.exit(f"Rewound {'only ' + ', '.join(paths) + ' ' if paths else ''}to checkpoint "
-                          f"{cp.number}: {ops} operation(s). The tree from before is checkpoint "
-                          f"{safety.number}; `rewind undo` goes back.")
-            self.push_screen(Confirm("\n".join(lines)), done)
+        def do(self, cp, paths, choice: str | None) -> None:
+            """Carry out the dialog's choice; the app ends with what was done (errors are
+            raised once the screen is back, by `pick`)."""
+            if choice is None:
+                return
+            said = []
+            try:
+                if choice in ("code", "both"):
+                    safety, applied, _ = restore(project, cp, paths)
+                    self.restored = (cp, applied)
+                    said.append(rewound_text(cp, safety, applied, paths))
+                if choice in ("conversation", "both"):
+                    new_id, _ = fork(cp)
+                    said.append(forked_text(cp, new_id, project.root))
+            except RewindError as e:
+                self.failure = e
+            self.exit("\n".join(said) or None)
 
     return Picker()
 
 
 def pick(project) -> None:
-    result = run_picker(project).run()
+    app = run_picker(project)
+    result = app.run()
     if result:
         render.out(result)
+    if app.failure is not None:
+        raise app.failure
+    if app.restored is not None:
+        cp, applied = app.restored
+        left_alone(applied, "the rewind", f"rewind to {cp.number}")

@@ -291,9 +291,23 @@ def changed(plan: RestorePlan) -> int:
     return len({op.path for op in plan.ops} - left)
 
 
+def rewound_text(target, safety, plan: RestorePlan, only: list[str] | None = None) -> str:
+    """What a rewind did, in one line (said by `rewind to` and by the picker)."""
+    scope = f"only {', '.join(render.display_path(p) for p in only)} " if only else ""
+    return (f"Rewound {scope}to checkpoint {target.number}: {paths_phrase(changed(plan))} changed. "
+            f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
+
+
 def say_rewound(target, safety, plan: RestorePlan) -> None:
-    render.out(f"Rewound to checkpoint {target.number}: {paths_phrase(changed(plan))} changed. "
-               f"The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
+    render.out(rewound_text(target, safety, plan))
+
+
+def forked_text(target, new_id: str, root: str) -> str:
+    """What a conversation fork wrote and the command that continues it (two lines; said by
+    `rewind to --conversation` and by the picker)."""
+    return (f"Conversation: a new session {new_id} that ends before checkpoint {target.number}'s prompt "
+            f"(the original transcript is untouched).\n"
+            f"  continue it with:  cd {render.display_path(root)} && claude --resume {new_id}")
 
 
 def left_alone(plan: RestorePlan, what: str, again: str) -> None:

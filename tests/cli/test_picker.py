@@ -1,13 +1,21 @@
-"""The picker, driven by Textual's pilot on a project recorded through the real hooks,
-asserting on what the screen shows."""
+"""The picker, driven by Textual's pilot on a project recorded through the real hooks (Claude
+Code 2.1.197's captured payloads), asserting on what the screen shows."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import json
+from pathlib import Path
 
-from helpers import project, write
+import pytest
+
+from helpers import fingerprint, project, write
 from rewind.cli.replay import bundled_session, fill, hook_in_process, replay
+
+LONG = "Exercise the edge cases: " + "every one of them, " * 4      # 101 characters, spaces included
+LONG = LONG[:100]
+CHOICES = ("c  Restore code", "v  Restore conversation", "b  Restore code and conversation", "n  Cancel (Esc)")
 
 
 def screen_text(app) -> str:
@@ -19,71 +27,233 @@ def screen_text(app) -> str:
     return console.export_text()
 
 
-def recorded(tmp_path):
-    root = tmp_path / "proj"
-    for name, text in {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nlevel = 1\n",
-                       "old.log": "stale log line\n", "a.txt": "alpha\n"}.items():
-        write(root, name, text)
-    session = [fill(p, str(root), "s-picker", str(tmp_path / "cfg")) for p in bundled_session()]
-    for p in session:
-        if p["hook_event_name"] == "UserPromptSubmit" and p["prompt"].startswith("Create the app"):
-            p["prompt"] = "Make [red]x[/red] bold [b] please"
-    replay(session, hook_in_process(str(root)))
-    return root
+def flat(screen: str) -> str:
+    """The screen's words on one line, without the dialog's side borders (it wraps its lines)."""
+    return " ".join(screen.replace("█", " ").split())
+
+
+class Recorded:
+    """A project recorded through the hooks: its root, the tree as each prompt found it, and
+    (with a transcript) the session's Claude Code transcript."""
+
+    def __init__(self, tmp_path, transcript: bool = False):
+        self.root = tmp_path / "proj"
+        for name, text in {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nlevel = 1\n",
+                           "old.log": "stale log line\n", "a.txt": "alpha\n"}.items():
+            write(self.root, name, text)
+        session = [fill(p, str(self.root), "s-picker", str(tmp_path / "cfg")) for p in bundled_session()]
+        if transcript:
+            # the first conversation (three prompts, resumed twice): its prompt ids are its own
+            second_start = [i for i, p in enumerate(session) if p.get("source") == "startup"][1]
+            session = session[:second_start]
+        for p in session:
+            if p["hook_event_name"] == "UserPromptSubmit" and p["prompt"].startswith("Create the app"):
+                p["prompt"] = "Make [red]x[/red] bold [b] please"
+            if p["hook_event_name"] == "UserPromptSubmit" and p["prompt"].startswith("Exercise"):
+                p["prompt"] = LONG
+        self.tree_at: dict[str, dict] = {}
+        replay(session, hook_in_process(str(self.root)),
+               between=lambda p: self.tree_at.setdefault(p["prompt"], fingerprint(self.root)))
+        self.transcript = Path(session[1]["transcript_path"])
+        if transcript:
+            self.write_transcript(session)
+
+    def write_transcript(self, session) -> None:
+        """Claude Code's transcript of the session as the hook payloads name it: each prompt a
+        `user` entry carrying the payload's promptId, each answered (the lines conversation.py reads)."""
+        entries = []
+        for p in session:
+            if p["hook_event_name"] == "UserPromptSubmit":
+                entries.append({"type": "user", "sessionId": p["session_id"], "promptId": p["prompt_id"],
+                                "cwd": p["cwd"], "message": {"role": "user", "content": p["prompt"]}})
+                entries.append({"type": "assistant", "sessionId": p["session_id"],
+                                "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}})
+        self.transcript.parent.mkdir(parents=True)
+        self.transcript.write_text("".join(json.dumps(e) + "\n" for e in entries))
+
+
+def drive(rec: Recorded, size, script) -> tuple[object, dict]:
+    """Run the picker at `size` through `script(pilot, app, seen)`; returns the app (its
+    return_value is the picker's result line) and what the script saw."""
+    from rewind.cli.picker import run_picker
+    proj = project(rec.root)
+    app = run_picker(proj)
+    seen: dict = {}
+
+    async def run():
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await script(pilot, app, seen)
+    try:
+        asyncio.run(run())
+    finally:
+        proj.close()
+    return app, seen
+
+
+async def select(pilot, app, prompt_start: str) -> None:
+    """Move the cursor down to the checkpoint whose prompt starts so."""
+    while not (app.current.message or "").startswith(prompt_start):
+        await pilot.press("down")
+        await pilot.pause()
 
 
 def test_prompts_badges_and_authors_show_literally_at_80x24(tmp_path):
-    from rewind.cli.picker import run_picker
-    root = recorded(tmp_path)
-    proj = project(root)
-    app = run_picker(proj)
-    seen = {}
+    rec = Recorded(tmp_path)
 
-    async def drive():
-        async with app.run_test(size=(80, 24)) as pilot:
-            await pilot.pause()
-            last = app.cps[-1]                                  # the first prompt: a bash marker
-            for _ in range(len(app.cps) - 1):
-                await pilot.press("down")
-            await pilot.pause()
-            assert app.current.number == last.number
-            seen["screen"] = screen_text(app)
-            seen["by"] = [str(app.query_one("#changes").get_row_at(i)[2]) for i in range(len(app.rows))]
-    asyncio.run(drive())
-    proj.close()
+    async def script(pilot, app, seen):
+        seen["first"] = screen_text(app)
+        await select(pilot, app, "Make [red]")                  # the first prompt: a bash marker
+        seen["screen"] = screen_text(app)
+        seen["by"] = [str(app.query_one("#changes").get_row_at(i)[2]) for i in range(len(app.rows))]
+    app, seen = drive(rec, (80, 24), script)
     screen = seen["screen"]
-    assert "[red]x[/red] bold [b]" in app_text(screen)         # user text never parsed as markup
-    assert " bash " in screen                                  # the badge renders
+    assert "Make [red]x[/red] bold [b] please" in screen       # user text never parsed as markup
+    assert " bash " in screen and " symlink " in screen        # the badges render
+    # the prompt takes what the other columns leave: 40-odd characters at 80 columns
+    assert "Move the marker into docs/ and write a d" in seen["first"]
+    assert LONG[:40] in seen["first"] and LONG not in seen["first"]
     assert any(b.startswith("bash: ") and "Bash" not in b for b in seen["by"]), seen["by"]
     assert any(b == "tool: Write" for b in seen["by"]), seen["by"]
     assert not any(b.startswith("bash: Bash") or b.startswith("tool: Write:") for b in seen["by"])
 
 
-def app_text(screen: str) -> str:
-    return " ".join(screen.split())
+def test_a_wide_screen_shows_a_100_character_prompt_whole_and_a_resize_refits_it(tmp_path):
+    rec = Recorded(tmp_path)
 
-
-def test_wide_screen_and_the_dialog_reads_and_n_changes_nothing(tmp_path):
-    from helpers import fingerprint
-    from rewind.cli.picker import run_picker
-    root = recorded(tmp_path)
-    before = fingerprint(root)
-    proj = project(root)
-    app = run_picker(proj)
-    seen = {}
-
-    async def drive():
-        async with app.run_test(size=(160, 48)) as pilot:
-            await pilot.pause()
-            seen["wide"] = screen_text(app)
-            await pilot.press("down", "r")
-            await pilot.pause()
-            seen["dialog"] = screen_text(app)
-            await pilot.press("n")
-            await pilot.pause()
-            await pilot.press("q")
-    asyncio.run(drive())
-    proj.close()
+    async def script(pilot, app, seen):
+        seen["wide"] = screen_text(app)
+        await pilot.press("down")
+        await pilot.pause()
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        seen["narrow"] = screen_text(app)
+        seen["current"] = app.current.message
+    app, seen = drive(rec, (160, 48), script)
+    assert len(LONG) == 100 and LONG in seen["wide"]
+    assert "Bump the level in config.ini, change the greeting, delete old.log and add a symlink to the app." \
+        in seen["wide"]
     assert "Make [red]x[/red] bold [b] please" in seen["wide"] and " bash " in seen["wide"]
-    assert "Restore? y: yes / n: no" in seen["dialog"]
-    assert app.return_value is None and fingerprint(root) == before
+    assert LONG not in seen["narrow"] and LONG[:40] in seen["narrow"]
+    assert seen["current"] == LONG                              # the refit kept the selection
+
+
+def test_without_a_transcript_only_the_code_is_offered_and_cancel_changes_nothing(tmp_path):
+    rec = Recorded(tmp_path)
+    before = fingerprint(rec.root)
+
+    async def script(pilot, app, seen):
+        await pilot.press("down", "r")
+        await pilot.pause()
+        seen["dialog"] = screen_text(app)
+        await pilot.press("v", "b")                 # not offered: nothing happens
+        await pilot.pause()
+        seen["still"] = screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        seen["after"] = screen_text(app)
+        await pilot.press("r", "n")
+        await pilot.pause()
+        await pilot.press("q")
+    app, seen = drive(rec, (160, 48), script)
+    dialog = flat(seen["dialog"])
+    assert "Rewind 4 paths to checkpoint 4? A safety checkpoint is taken first" in dialog
+    assert "c  Restore code" in seen["dialog"] and "n  Cancel (Esc)" in seen["dialog"]
+    assert "Restore conversation" not in dialog and "Restore code and conversation" not in dialog
+    assert "Conversation: not available (cannot read the session's transcript" in dialog
+    assert seen["still"] == seen["dialog"]
+    assert "Restore code" not in seen["after"]
+    assert app.return_value is None and fingerprint(rec.root) == before
+    assert not rec.transcript.parent.exists()
+
+
+def test_a_long_plan_keeps_the_question_and_every_choice_on_an_80x24_screen(tmp_path):
+    rec = Recorded(tmp_path, transcript=True)
+    for i in range(200):
+        write(rec.root, f"gen/file{i:03}.txt", f"{i}\n")
+    before = fingerprint(rec.root)
+    transcript = rec.transcript.read_bytes()
+
+    async def script(pilot, app, seen):
+        await pilot.press("r")
+        await pilot.pause()
+        seen["dialog"] = screen_text(app)
+        plan = app.screen.query_one("#plan")
+        seen["scroll"] = plan.max_scroll_y
+        await pilot.press(*["pagedown"] * 40)
+        await pilot.pause()
+        seen["end"] = screen_text(app)
+        await pilot.press("n")
+        await pilot.pause()
+        await pilot.press("q")
+    app, seen = drive(rec, (80, 24), script)
+    dialog = flat(seen["dialog"])
+    assert "Rewind to checkpoint 3: Move the marker" in dialog and "delete gen/file000.txt" in dialog
+    assert "delete gen/file199.txt" not in dialog and seen["scroll"] > 150      # the plan scrolls
+    assert ("Rewind 205 paths to checkpoint 3, overwriting 200 not written by the agent? A safety checkpoint "
+            "is taken first; `rewind undo` goes back.") in dialog
+    assert "PgUp/PgDn scroll the plan" in dialog
+    assert "Conversation: a new session that ends before this prompt" in dialog
+    for choice in CHOICES:
+        assert choice in seen["dialog"], choice
+    end = flat(seen["end"])
+    assert "gen/file199.txt" in end and "delete gen/file000.txt" not in end     # the plan's end
+    assert all(choice in seen["end"] for choice in CHOICES)
+    assert app.return_value is None and fingerprint(rec.root) == before
+    assert rec.transcript.read_bytes() == transcript and len(list(rec.transcript.parent.iterdir())) == 1
+
+
+@pytest.mark.parametrize("key, choice", [("c", "code"), ("v", "conversation"), ("b", "both"), ("enter", "code")])
+def test_each_choice_does_what_it_says(tmp_path, key, choice):
+    rec = Recorded(tmp_path, transcript=True)
+    prompt = "Bump the level"
+    before = fingerprint(rec.root)
+    transcript = rec.transcript.read_bytes()
+
+    async def script(pilot, app, seen):
+        await select(pilot, app, prompt)
+        await pilot.press("r")
+        await pilot.pause()
+        seen["dialog"] = screen_text(app)
+        await pilot.press(key)
+        await pilot.pause()
+    app, seen = drive(rec, (80, 24), script)
+    for c in CHOICES:
+        assert c in seen["dialog"], c
+    said = app.return_value
+    target = next(v for k, v in rec.tree_at.items() if k.startswith(prompt))
+    assert rec.transcript.read_bytes() == transcript                # the original, never modified
+    forks = [p for p in rec.transcript.parent.iterdir() if p != rec.transcript]
+    if choice in ("code", "both"):
+        assert said.startswith("Rewound to checkpoint 2: ") and "`rewind undo` goes back" in said
+        assert fingerprint(rec.root) == target and target != before
+    else:
+        assert fingerprint(rec.root) == before
+    if choice in ("conversation", "both"):
+        new_id = said.split("claude --resume ")[1].split()[0]
+        assert f"cd {rec.root} && claude --resume {new_id}" in said
+        assert forks == [rec.transcript.parent / f"{new_id}.jsonl"]
+        entries = [json.loads(line) for line in forks[0].read_text().splitlines()]
+        kept = [e["message"]["content"] for e in entries if e["type"] == "user"]
+        assert kept == ["Make [red]x[/red] bold [b] please"]           # the conversation before checkpoint 2
+        assert {e["sessionId"] for e in entries} == {new_id}
+    else:
+        assert forks == [] and "claude --resume" not in said
+
+
+def test_a_transcript_gone_while_the_dialog_was_open_is_an_error_after_the_code_is_restored(tmp_path):
+    from rewind.errors import ConversationUnavailable
+    rec = Recorded(tmp_path, transcript=True)
+
+    async def script(pilot, app, seen):
+        await select(pilot, app, "Bump the level")
+        await pilot.press("r")
+        await pilot.pause()
+        rec.transcript.unlink()                     # Claude Code cleaned it up meanwhile
+        await pilot.press("b")
+        await pilot.pause()
+    app, seen = drive(rec, (80, 24), script)
+    assert app.return_value.startswith("Rewound to checkpoint 2: ") and "claude --resume" not in app.return_value
+    assert isinstance(app.failure, ConversationUnavailable) and "cannot read" in app.failure.message
+    assert fingerprint(rec.root) == next(v for k, v in rec.tree_at.items() if k.startswith("Bump the level"))
+    assert list(rec.transcript.parent.iterdir()) == []

@@ -164,9 +164,9 @@ def test_the_picker_selects_a_checkpoint_restores_it_and_quits(tmp_path):
             assert {r.path for r in app.rows} == {"app.py", "new.txt"}   # what happened after it
             await pilot.press("r")
             await pilot.pause()
-            plan = str(app.screen.query_one("#plan").render())
+            plan = str(app.screen.query_one("#plan Static").render())
             assert "app.py" in plan and "someone other than the agent" in plan
-            await pilot.press("y")
+            await pilot.press("c")                                       # Restore code
             await pilot.pause()
     asyncio.run(drive())
     proj.close()
@@ -196,7 +196,7 @@ def test_the_picker_restores_one_file_and_quitting_changes_nothing(tmp_path):
             await pilot.press("down")                # b.txt
             await pilot.press("f")
             await pilot.pause()
-            await pilot.press("y")
+            await pilot.press("c")
             await pilot.pause()
     asyncio.run(drive())
     assert (root / "a.txt").read_text() == "a2" and (root / "b.txt").read_text() == "b1"
