@@ -60,7 +60,8 @@ ARGUMENTS = {"checkpoint": "ID", "checkpoint2": "[ID2]", "agent": "AGENT", "path
 # Commands that take paths after `--` (read before click parses: see rewind.cli.argv)
 TAKES_PATHS = {"diff"}     # `to` names its paths as words after the ID
 EXAMPLES = {
-    "list": ["rewind list", "rewind list -n 5 --json"],
+    "list": ["rewind list", "rewind list --every        the rewinds' safety checkpoints on rows of their own",
+             "rewind list -n 5 --json"],
     "show": ["rewind show 3", "rewind show last --json"],
     "diff": ["rewind diff 3              what happened after checkpoint 3",
              "rewind diff 2 5 -- src/    between two checkpoints, under src/ only"],

@@ -21,7 +21,9 @@ STEPS = [
     ("One checkpoint: every change after prompt 2, and who made it", ["show", "2"]),
     ("What changed after it, line counts per path", ["diff", "2", "--stat"]),
     ("Back to checkpoint 1: the plan, then the restore (a safety checkpoint first)", ["to", "1", "--yes"]),
-    ("The newest three: the rewind and its safety checkpoint are checkpoints too", ["list", "-n", "3"]),
+    ("The prompts stay in front: the rewind's safety checkpoint folds under checkpoint 1", ["list"]),
+    ("Every checkpoint on its own row, the newest three: the safety checkpoint is one too",
+     ["list", "--every", "-n", "3"]),
     ("Take the rewind back", ["undo", "--yes"]),
 ]
 

@@ -9,9 +9,10 @@ import typer
 
 from rewind.capture.changes import changes_under
 from rewind.cli import render
-from rewind.cli.common import note_hidden, project_for, warn_hook_failures
+from rewind.cli.common import no_checkpoints_yet, note_hidden, project_for, warn_hook_failures
 from rewind.cli.json_shapes import checkpoint_json
-from rewind.cli.list_view import LEGEND, badges, counts_text, describe
+from rewind.cli.list_table import Row, plain_lines, print_legend, print_table
+from rewind.cli.list_view import fold_line, fold_targets
 from rewind.cli.options import JsonOpt
 from rewind.errors import NotInProject
 from rewind.project import open_catalog, open_project
@@ -31,7 +32,31 @@ def moved_hint(root: str) -> None:
                    f"project was moved from there, `rewind list --project {render.display_path(old)}` shows them")
 
 
-def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bool, n: int) -> None:
+def _rows(project, n: int, every: bool, as_json: bool) -> tuple[list[Row], list[int]]:
+    """The project's rows, newest first: the `n` newest checkpoints (JSON and --every), or
+    the `n` newest that are not folded, each with the line naming the rewinds folded under
+    it. Also the ids of folded rewinds whose checkpoint is not among the rows."""
+    cps = project.catalog.checkpoints(project.id)
+    under = fold_targets(cps)
+    if as_json or every:
+        return [Row(cp, changes_under(project, cp), project.root, folded_under=under.get(cp.number))
+                for cp in cps[:n]], []
+    shown = [cp for cp in cps if cp.number not in under][:n]
+    folded: dict[int, list] = {cp.number: [] for cp in shown}
+    elsewhere = []
+    for cp in cps:
+        if cp.number in under:
+            if under[cp.number] in folded:
+                folded[under[cp.number]].append((cp, changes_under(project, cp)))
+            else:
+                elsewhere.append(cp.number)
+    return [Row(cp, changes_under(project, cp), project.root,
+                fold=fold_line(cp.number, folded[cp.number]) if folded[cp.number] else None)
+            for cp in shown], elsewhere
+
+
+def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bool, n: int,
+                     every: bool = False) -> None:
     if all_projects:
         _, catalog = open_catalog()
         roots = [root for _, root in catalog.projects()]
@@ -41,54 +66,44 @@ def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bo
             roots = [project_for(project_dir).root]
         except NotInProject:
             roots = []
-    rows = []
+    rows: list[Row] = []
+    elsewhere: list[int] = []
     for root in roots:
         project = open_project(root, create=False)
         try:
-            for cp in project.catalog.checkpoints(project.id, limit=n):
-                rows.append((root, cp, changes_under(project, cp)))
+            found, away = _rows(project, n, every, as_json)
+            rows += found
+            elsewhere += away
             warn_hook_failures(project)         # on stderr: --json stays clean
             note_hidden(project)
         finally:
             project.close()
     if all_projects:
-        rows.sort(key=lambda r: r[1].created_ns, reverse=True)
+        rows.sort(key=lambda r: r.cp.created_ns, reverse=True)
         rows = rows[:n] if n else rows
     if as_json:
-        render.emit_json([checkpoint_json(cp, ch, with_summary=True,
-                                          project=root if all_projects else None)
-                          for root, cp, ch in rows])
+        render.emit_json([{**checkpoint_json(r.cp, r.changes, with_summary=True,
+                                             project=r.project if all_projects else None),
+                           "folded_under": r.folded_under} for r in rows])
         return
     if not rows:
-        render.out("no checkpoints yet. `rewind save` takes one; `rewind hooks install claude` "
-                   "takes one at every prompt.")
-        if not all_projects:
-            moved_hint(roots[0] if roots else os.path.realpath(project_dir or os.getcwd()))
+        if all_projects:
+            render.out("no checkpoints yet. `rewind save` takes one; `rewind hooks install claude` "
+                       "takes one at every prompt.")
+            return
+        root = roots[0] if roots else os.path.realpath(project_dir or os.getcwd())
+        render.out(no_checkpoints_yet(root))
+        moved_hint(root)
         return
     if render.fancy():
-        from rich.table import Table
-        from rich.text import Text
-        table = Table(box=None, header_style="bold", pad_edge=False)
-        for col in (["project"] if all_projects else []) + ["id", "age", "kind", "changes after", "", "prompt / message"]:
-            table.add_column(col, no_wrap=col in ("id", "age", "kind"))
-        for root, cp, ch in rows:
-            badge_text = Text()
-            for label, style in badges(ch):
-                badge_text.append(f" {label} ", style=f"bold {style} reverse")
-                badge_text.append(" ")
-            cells = ([root] if all_projects else []) + [
-                Text(str(cp.number), style="bold"), render.age(cp.created_at), cp.kind,
-                counts_text(ch), badge_text, render.short(describe(cp), 70)]
-            table.add_row(*cells)
-        render.console().print(table)
-        render.console().print(Text(LEGEND, style="dim"))
+        print_table(rows, all_projects)
     else:
-        for root, cp, ch in rows:
-            marks = " ".join(f"[{label}]" for label, _ in badges(ch))
-            prefix = f"{root}  " if all_projects else ""
-            render.out(f"{prefix}{cp.number:>4}  {render.age(cp.created_at):>8}  {cp.kind:<7} "
-                       f"{counts_text(ch):<24} {marks + '  ' if marks else ''}{render.short(describe(cp), 70)}")
-        render.out(LEGEND)
+        for line in plain_lines(rows, all_projects):
+            render.out(line)
+    if elsewhere and not all_projects:
+        render.out(f"and {len(elsewhere)} rewind(s) to older checkpoints: "
+                   f"{', '.join(map(str, sorted(elsewhere)))} (`rewind list --every` lists each)")
+    print_legend()
 
 
 def register(app: typer.Typer) -> None:
@@ -96,6 +111,9 @@ def register(app: typer.Typer) -> None:
     def list_cmd(project: Optional[str] = typer.Option(None, "--project", help="The project's directory (default: the one containing the current directory)."),
                  all_projects: bool = typer.Option(False, "--all", help="Every project's checkpoints."),
                  as_json: JsonOpt = False,
-                 n: int = typer.Option(20, "-n", min=1, help="How many, newest first.")):
-        """List checkpoints, newest first, with what happened after each."""
-        list_checkpoints(project, all_projects, as_json, n)
+                 n: int = typer.Option(20, "-n", min=1, help="How many, newest first (rewinds folded under a checkpoint do not count)."),
+                 every: bool = typer.Option(False, "--every", help="Every checkpoint as a row of its own, the rewinds' safety checkpoints too (folded under the checkpoint they went back to otherwise).")):
+        """List checkpoints, newest first, with what happened after each. The safety
+        checkpoint a rewind (`to`, `undo`) takes is folded under the checkpoint it went back
+        to, so the prompts stay in front; `--every` shows each on its own row."""
+        list_checkpoints(project, all_projects, as_json, n, every)

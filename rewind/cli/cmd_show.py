@@ -39,7 +39,7 @@ def show(spec, project_dir: Optional[str], as_json: bool) -> None:
     if as_json:
         render.emit_json(checkpoint_json(cp, changes))
         return
-    render.out(f"checkpoint {cp.number}  {cp.kind}  {cp.created_at}  ({render.age(cp.created_at)})")
+    render.out(f"checkpoint {cp.number}  {cp.kind}  {render.local_time(cp.created_at)}  ({render.age(cp.created_at)})")
     if cp.kind == "prompt":
         render.out(f"prompt:   {render.short(cp.message, 200)}")
         render.out(f"agent:    {render.safe(cp.agent) or '-'}  session {render.safe(cp.session_id) or '-'}")

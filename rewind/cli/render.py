@@ -69,6 +69,41 @@ def age_ns(ns: int) -> str:
     return age(datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat())
 
 
+def local_time(iso_time: str) -> str:
+    """An ISO time from the catalog as a person reads it: local, to the second."""
+    try:
+        t = datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
+    except ValueError:
+        return iso_time
+    return t.replace(tzinfo=t.tzinfo or timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def width() -> int:
+    """The columns plain output fits in: COLUMNS when set (as rich reads it), else the
+    terminal's, else 80 (a pipe or a file)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return 80
+
+
+def cells(text: str) -> int:
+    """How many columns `text` takes on a terminal (a CJK character or an emoji takes two)."""
+    from rich.cells import cell_len
+    return cell_len(text)
+
+
+def clip(text: str, room: int) -> str:
+    """`text` cut to `room` columns, with an ellipsis when something was cut."""
+    if cells(text) <= room:
+        return text
+    from rich.cells import set_cell_size
+    return set_cell_size(text, max(0, room - 1)) + "…" if room > 0 else ""
+
+
 def safe(text: str | None) -> str:
     """Someone else's text (a prompt, a command, a tool name) as one line a terminal only
     displays: runs of whitespace become one space, and control characters (an escape

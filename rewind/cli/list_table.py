@@ -1,0 +1,115 @@
+"""The two layouts of `rewind list`: aligned plain columns (piped, NO_COLOR) and a rich table
+(a terminal). Both give a checkpoint one line at any width: the prompt is the column that
+gives way, so a long count or a long prompt never wraps a row or pushes the next column."""
+
+from __future__ import annotations
+
+from rewind.cli import render
+from rewind.cli.list_view import LEGEND, badges, counts_text, describe
+from rewind.model import ChangeRow, Checkpoint
+from rewind.structs import dataclass
+
+PROMPT_MIN = 20     # the prompt keeps at least this much; the counts column gives way first
+COUNTS_MIN = 12
+PROJECT_MAX = 24    # with --all, a project's path shows its tail
+
+
+@dataclass
+class Row:
+    cp: Checkpoint
+    changes: list[ChangeRow]
+    project: str | None = None      # set with --all
+    fold: str | None = None         # the line naming the rewinds folded under this checkpoint
+    folded_under: int | None = None  # for --json: the checkpoint this one folds under
+
+
+def _cells(row: Row, with_project: bool) -> list[str]:
+    marks = " ".join(f"[{label}]" for label, _ in badges(row.changes, sources=False))
+    project = [_tail(render.display_path(row.project or ""), PROJECT_MAX)] if with_project else []
+    return project + [str(row.cp.number), render.age(row.cp.created_at), row.cp.kind,
+                      counts_text(row.changes), marks]
+
+
+def _tail(text: str, room: int) -> str:
+    return text if len(text) <= room else "…" + text[len(text) - room + 1:]
+
+
+def plain_lines(rows: list[Row], with_project: bool) -> list[str]:
+    """One line per checkpoint, columns as wide as their widest cell, the prompt in what is
+    left of the width (render.width); a fold line under its checkpoint, from the kind column."""
+    width = render.width()
+    table = [_cells(row, with_project) for row in rows]
+    widths = [max(render.cells(cells[i]) for cells in table) for i in range(len(table[0]))]
+    counts = len(widths) - 2
+    kind = counts - 1
+    over = sum(w + 2 for w in widths if w) + PROMPT_MIN - width
+    if over > 0:
+        widths[counts] = max(COUNTS_MIN, widths[counts] - over)
+    right = {0, 1} if not with_project else {1, 2}       # the id and the age, right-aligned
+    lines = []
+    for row, cells in zip(rows, table):
+        parts = []
+        for i, (cell, w) in enumerate(zip(cells, widths)):
+            if not w:
+                continue
+            cell = render.clip(cell, w)
+            pad = " " * (w - render.cells(cell))
+            parts.append(pad + cell if i in right else cell + pad)
+        line = "  ".join(parts) + "  " + describe(row.cp)
+        lines.append(render.clip(line.rstrip(), width))
+        if row.fold:
+            indent = sum(w + 2 for w in widths[:kind])
+            lines.append(render.clip(" " * indent + row.fold, width))
+    return lines
+
+
+def print_legend() -> None:
+    """What the sources mean, under the list: dim on a terminal (rich wraps it), broken
+    between its entries to fit the width in plain text."""
+    if render.fancy():
+        from rich.text import Text
+        render.console().print(Text(LEGEND, style="dim"))
+        return
+    width = render.width()
+    lines = [""]
+    for entry in LEGEND.split(" · "):
+        joined = f"{lines[-1]} · {entry}" if lines[-1] else entry
+        if render.cells(joined) <= width or not lines[-1]:
+            lines[-1] = joined
+        else:
+            lines.append(entry)
+    for line in lines:
+        render.out(render.clip(line, width))
+
+
+def print_table(rows: list[Row], with_project: bool) -> None:
+    """The rich table: every column on one line; the prompt takes the rest of the width and
+    ends in an ellipsis when it does not fit; a fold line sits in the prompt column, dim."""
+    from rich.table import Table
+    from rich.text import Text
+    marks = [_marks(row.changes) for row in rows]
+    with_marks = any(marks)
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+    for col in ((["project"] if with_project else []) + ["id", "age", "kind", "changes after"]
+                + ([""] if with_marks else [])):
+        table.add_column(col, no_wrap=True, overflow="ellipsis", justify="right" if col in ("id", "age") else "left")
+    table.add_column("prompt / message", no_wrap=True, overflow="ellipsis", ratio=1)
+    blank = [""] * (len(table.columns) - 1)
+    for row, mark in zip(rows, marks):
+        project = [_tail(render.display_path(row.project or ""), PROJECT_MAX)] if with_project else []
+        table.add_row(*project, Text(str(row.cp.number), style="bold"), render.age(row.cp.created_at),
+                      row.cp.kind, counts_text(row.changes), *([mark] if with_marks else []),
+                      Text(describe(row.cp)))
+        if row.fold:
+            table.add_row(*blank, Text(row.fold, style="dim"))
+    render.console().print(table)
+
+
+def _marks(changes: list[ChangeRow]):
+    """The badges as reversed labels (Text: a label is never read as markup)."""
+    from rich.text import Text
+    text = Text()
+    for i, (label, style) in enumerate(badges(changes, sources=False)):
+        text.append(" " if i else "")
+        text.append(f" {label} ", style=f"bold {style} reverse")
+    return text
