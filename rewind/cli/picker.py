@@ -136,7 +136,7 @@ def run_picker(project):
         def on_mount(self) -> None:
             for cp in self.cps:
                 ch = changes_under(project, cp, self.working())
-                self.lines.append((badges(ch), describe(cp), counts_text(ch), str(cp.number),
+                self.lines.append((badges(ch, sources=False), describe(cp), counts_text(ch), str(cp.number),
                                    render.age(cp.created_at), cp.kind))
             self.fill_checkpoints()
             changes = self.query_one("#changes", DataTable)

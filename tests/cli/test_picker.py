@@ -109,7 +109,7 @@ def test_prompts_badges_and_authors_show_literally_at_80x24(tmp_path):
     app, seen = drive(rec, (80, 24), script)
     screen = seen["screen"]
     assert "Make [red]x[/red] bold [b] please" in screen       # user text never parsed as markup
-    assert " bash " in screen and " symlink " in screen        # the badges render
+    assert " symlink " in screen             # the badges render (bash and external: the counts say them)
     # the prompt takes what the other columns leave: 40-odd characters at 80 columns
     assert "Move the marker into docs/ and write a d" in seen["first"]
     assert LONG[:40] in seen["first"] and LONG not in seen["first"]
