@@ -66,8 +66,10 @@ def show(spec, project_dir: Optional[str], as_json: bool) -> None:
             table.add_row(mark, path, who, flags, style=styles[mark])
         render.console().print(table)
     else:
-        for mark, path, who, flags in map(change_line, changes):
-            render.out(f"  {mark} {path}  [{who}]{'  ' + flags if flags else ''}")
+        lines = [change_line(c) for c in changes]
+        width = min(48, max((len(path) for _, path, _, _ in lines), default=0))
+        for mark, path, who, flags in lines:
+            render.out(f"  {mark} {path.ljust(width)}  [{who}]{'  ' + flags if flags else ''}")
 
 
 def register(app: typer.Typer) -> None:

@@ -185,6 +185,6 @@ def no_checkpoints_yet(root: str) -> str:
     from rewind.hooks.install import installed_for
     hooks = installed_for(root)
     if hooks:
-        return (f"no checkpoints yet: the hooks are installed ({', '.join(hooks)}), so the next prompt "
+        return (f"no checkpoints yet: rewind's hooks are installed for {', '.join(hooks)}, so the next prompt "
                 "takes one; `rewind save` takes one now.")
     return "no checkpoints yet. `rewind save` takes one; `rewind hooks install claude` takes one at every prompt."

@@ -167,6 +167,11 @@ def test_show_says_the_time_to_the_second_and_json_keeps_its_format(tmp_path):
     head = run_rewind("show", "1", cwd=root, env={"TZ": "UTC", **PLAIN}, check=0).stdout.splitlines()[0]
     assert f"  {created[:10]} {created[11:19]}  (" in head, head
     assert not re.search(r"\d\d:\d\d:\d\d\.\d", head) and "T" not in head.split()[3], head
+    write(root, "a.txt", "changed\n")
+    write(root, "deeper/and/longer/b.txt", "b\n")
+    rows = [line for line in run_rewind("show", "1", cwd=root, env=PLAIN, check=0).stdout.splitlines()
+            if line.startswith("  ") and "[" in line]
+    assert len(rows) == 2 and len({line.index("[") for line in rows}) == 1, rows   # the authors line up
 
 
 def test_list_before_the_first_checkpoint_says_whether_the_hooks_are_installed(tmp_path):
@@ -176,5 +181,5 @@ def test_list_before_the_first_checkpoint_says_whether_the_hooks_are_installed(t
     assert "`rewind hooks install claude` takes one at every prompt" in bare, bare
     run_rewind("hooks", "install", "claude", "--project", root, check=0)
     said = run_rewind("list", cwd=root, env=PLAIN, check=0).stdout
-    assert "no checkpoints yet: the hooks are installed (claude (local)), so the next prompt takes one" in said
+    assert "no checkpoints yet: rewind's hooks are installed for claude (local), so the next prompt takes one" in said
     assert "hooks install" not in said, said
