@@ -20,7 +20,8 @@ from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import TreeLoader, working_scan
 from rewind.cli import render
 from rewind.cli.list_view import describe
-from rewind.cli.restore_view import AGENT_SOURCES, forked_text, latest_changes, left_alone, paths_phrase, rewound_text
+from rewind.cli.restore_view import (forked_text, left_alone, not_undone_lines, paths_phrase, rewound_text, view_of,
+                                     who)
 from rewind.diff import diff_trees
 from rewind.errors import ConversationUnavailable, RewindError
 from rewind.history.conversation import fork
@@ -54,8 +55,7 @@ def conversation_refusal(cp) -> str | None:
 def plan_text(project, cp, plan, paths, working) -> tuple[list[str], list[str]]:
     """The dialog's plan (title, operations, what the agent did not write) and the paths in it
     last changed by someone other than the agent."""
-    over = plan.overwrites()
-    latest = latest_changes(project, cp.number, {op.path for op in over}, working) if over else {}
+    view = view_of(project, plan, working)
     scope = f"only {', '.join(render.display_path(p) for p in paths)} " if paths else ""
     lines = [f"Rewind {scope}to checkpoint {cp.number}: {describe(cp)}"] + ([""] if plan.ops or plan.skipped else [])
     lines += [f"  {op.action:<7} {render.display_path(op.path)}" for op in plan.ops[:PLAN_LINES]]
@@ -63,11 +63,16 @@ def plan_text(project, cp, plan, paths, working) -> tuple[list[str], list[str]]:
         lines.append(f"  … and {len(plan.ops) - PLAN_LINES} more (`rewind to {cp.number} --dry-run` lists them all)")
     for path, why in plan.skipped[:PLAN_LINES]:
         lines.append(f"  left    {render.display_path(path)} ({why})")
-    not_agent = [p for p, r in latest.items() if r.source not in AGENT_SOURCES]
+    # as `rewind to` says it: who last changed what it overwrites (a restore's content named
+    # by who wrote it first), and what it will not undo
+    not_agent = [op.path for op in plan.overwrites() if op.path in view.marks]
     if not_agent:
-        lines += ["", f"{len(not_agent)} of them were last changed by someone other than the agent:"]
-        lines += [f"  {render.display_path(p)}" for p in not_agent[:PLAN_LINES]]
-    return lines, not_agent
+        lines += ["", f"{len(not_agent)} of them {'was' if len(not_agent) == 1 else 'were'} last changed by "
+                      "someone other than the agent:"]
+        lines += [f"  {render.display_path(p)}  last changed by: {who(view.latest.get(p))}  <- {view.marks[p]}"
+                  for p in not_agent[:PLAN_LINES]]
+    effects = not_undone_lines(view.effects, PLAN_LINES)
+    return lines + ([""] + effects if effects else []), not_agent
 
 
 def question(cp, plan, code: bool, not_agent: list[str], refusal: str | None, whole: bool) -> str:

@@ -204,18 +204,25 @@ def _width(paths, cap: int = 48) -> int:
     return min(cap, max((len(render.display_path(p)) for p in paths), default=0))
 
 
-def _not_undone(effects: list) -> None:
+def not_undone_lines(effects: list, most: int = 50) -> list[str]:
+    """What a restore will not undo, as the plan says it (the CLI's and the picker's)."""
     if not effects:
-        return
-    render.out("It will not undo (outside the tree):")
-    for e in effects[:50]:
+        return []
+    lines = ["It will not undo (outside the tree):"]
+    for e in effects[:most]:
         cmd = f": {render.short(e.command, 60)}" if e.kind == "command" else ""
-        render.out(f"  checkpoint {e.checkpoint}: {render.safe(e.what)}{cmd}")
-    if len(effects) > 50:
-        render.out(f"  … and {len(effects) - 50} more")
+        lines.append(f"  checkpoint {e.checkpoint}: {render.safe(e.what)}{cmd}")
+    if len(effects) > most:
+        lines.append(f"  … and {len(effects) - most} more")
     if any(e.kind == "command" for e in effects):
-        render.out("  (named from the commands the agent's shell ran; what a script or program does by "
-                   "itself, rewind cannot see)")
+        lines.append("  (named from the commands the agent's shell ran; what a script or program does by "
+                     "itself, rewind cannot see)")
+    return lines
+
+
+def _not_undone(effects: list) -> None:
+    for line in not_undone_lines(effects):
+        render.out(line)
 
 
 def confirm(yes: bool, question: str) -> None:

@@ -198,6 +198,8 @@ def test_a_long_plan_keeps_the_question_and_every_choice_on_an_80x24_screen(tmp_
         assert choice in seen["dialog"], choice
     end = flat(seen["end"])
     assert "gen/file199.txt" in end and "delete gen/file000.txt" not in end     # the plan's end
+    # who last changed what it overwrites, as `rewind to` says it
+    assert "<- not written by the agent" in end and "last changed by: " in end, end
     assert all(choice in seen["end"] for choice in CHOICES)
     assert app.return_value is None and fingerprint(rec.root) == before
     assert rec.transcript.read_bytes() == transcript and len(list(rec.transcript.parent.iterdir())) == 1
