@@ -121,7 +121,8 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
             for row, known, _, added, removed in results:
                 src = f"  [{known.source}]" if known else ""
                 render.out(f" {render.display_path(row.path):<{width}} | +{added} -{removed}{src}")
-            render.out(f" {len(results)} path(s) changed, {sum(r[3] for r in results)} insertions(+), "
+            n = len(results)
+            render.out(f" {n} path{'' if n == 1 else 's'} changed, {sum(r[3] for r in results)} insertions(+), "
                        f"{sum(r[4] for r in results)} deletions(-)")
             return
         full = "".join(r[2] for r in results)
