@@ -2,7 +2,8 @@
 
 The installed hook command runs this file with `-S`, so the interpreter skips `site` (its
 .pth files and the editable-install finder cost more than the hook's own work) and finds
-rewind by this file's location. The hook path needs the standard library only.
+rewind by this file's location. The hook path needs the standard library only. It is a
+thin client first (hooks/client.py): the project's watcher records the event when it runs.
 """
 
 import os
@@ -10,6 +11,6 @@ import sys
 
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from rewind.hooks.entry import run_hook  # noqa: E402
+from rewind.hooks.client import main  # noqa: E402
 
-sys.exit(run_hook(sys.argv[1:]))
+sys.exit(main(sys.argv[1:]))

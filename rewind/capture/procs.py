@@ -101,11 +101,14 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def hook_chain() -> tuple[int | None, list[int]]:
-    """For a hook: (the agent that ran it, this process and the shells between it and the
-    agent). The agent is the nearest ancestor that is not a shell."""
-    chain = [os.getpid()]
-    pid = os.getppid()
+def hook_chain(hook_pid: int | None = None) -> tuple[int | None, list[int]]:
+    """For a hook: (the agent that ran it, the hook's process and the shells between it and
+    the agent). The agent is the nearest ancestor that is not a shell. `hook_pid`: the hook's
+    process when it is not this one (a call the watcher serves: its client's)."""
+    if hook_pid is None or hook_pid == os.getpid():
+        chain, pid = [os.getpid()], os.getppid()
+    else:
+        chain, pid = [hook_pid], _ppid(hook_pid) or 0
     for _ in range(8):
         if pid <= 1:
             return None, chain

@@ -39,6 +39,7 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
             from rewind.catalog.schema import create
             create(home, self.path)
         self._pending_marks: dict[str, int] = {}
+        self._riders: list[tuple[str, tuple]] = []   # statements for the next transaction
         self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self.db.execute("PRAGMA synchronous=NORMAL")
         version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -94,7 +95,8 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
         are never reused, also after a forget). Returns the checkpoints removed."""
         n = self.count(project_id)
         for table in ("checkpoints", "changes", "observations", "preimages", "restores", "windows",
-                      "sessions", "project_state", "statcache", "watch_events", "watch_cookies"):
+                      "sessions", "project_state", "statcache", "watch_events", "watch_cookies",
+                      "hook_counts"):
             self.db.execute(f"DELETE FROM {table} WHERE project_id=?", (project_id,))
         return n
 
@@ -137,6 +139,10 @@ class _Txn:
 
     def __enter__(self):
         self.db.execute("BEGIN IMMEDIATE")
+        if self.catalog is not None and self.catalog._riders:
+            riders, self.catalog._riders = self.catalog._riders, []
+            for sql, args in riders:
+                self.db.execute(sql, args)
         return self.db
 
     def __exit__(self, exc_type, exc, tb):

@@ -185,6 +185,17 @@ MIGRATIONS = [
     ALTER TABLE checkpoints ADD COLUMN hidden_ns INTEGER;
     ALTER TABLE checkpoints ADD COLUMN hidden_why TEXT;
     """,
+    # 4: hooks the warm watcher serves (issue 18): how many hook calls it served, how many
+    # ran on their own, and why the last of those did
+    """
+    CREATE TABLE hook_counts (
+        project_id INTEGER PRIMARY KEY,
+        served INTEGER NOT NULL DEFAULT 0,
+        standalone INTEGER NOT NULL DEFAULT 0,
+        fallback TEXT,
+        fallback_ns INTEGER
+    );
+    """,
 ]
 
 

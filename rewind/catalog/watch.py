@@ -87,3 +87,28 @@ class WatchMixin:
             "SELECT max(coalesce((SELECT last_scan_ns FROM project_state WHERE project_id=?), 0),"
             " coalesce((SELECT max(opened_ns) FROM windows WHERE project_id=?), 0))",
             (project_id, project_id)).fetchone()[0]
+
+    # -- the hooks, served or on their own (watch/serve.py) ------------------------------
+    _COUNT = ("INSERT INTO hook_counts(project_id, served, standalone, fallback, fallback_ns) VALUES (?,?,?,?,?) "
+              "ON CONFLICT(project_id) DO UPDATE SET served=served+excluded.served, "
+              "standalone=standalone+excluded.standalone, fallback=coalesce(excluded.fallback, fallback), "
+              "fallback_ns=coalesce(excluded.fallback_ns, fallback_ns)")
+
+    def count_standalone_hook(self, project_id: int, why: str | None, now_ns: int) -> None:
+        """A hook that ran on its own, and why: rides on the hook's next transaction (it
+        costs the hook none of its own; `flush_riders` writes it if none came)."""
+        self._riders.append((self._COUNT, (project_id, 0, 1, why, now_ns if why else None)))
+
+    def flush_riders(self) -> None:
+        if self._riders:
+            with self.transaction():
+                pass
+
+    def count_served_hooks(self, project_id: int, n: int) -> None:
+        """Inside a transaction: the watcher served `n` more hook calls (at its heartbeat)."""
+        self.db.execute(self._COUNT, (project_id, n, 0, None, None))
+
+    def hook_counts(self, project_id: int) -> dict:
+        row = self.db.execute("SELECT served, standalone, fallback, fallback_ns FROM hook_counts WHERE project_id=?",
+                              (project_id,)).fetchone()
+        return dict(zip(("served", "standalone", "fallback", "fallback_ns"), row or (0, 0, None, None)))

@@ -12,8 +12,8 @@ def main(argv: list[str] | None = None) -> int:
     from rewind.cli import argv as given
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["hook"] and args[1:2] not in (["--help"], ["-h"]):
-        from rewind.hooks.entry import run_hook
-        return run_hook(args[1:])
+        from rewind.hooks.client import main as hook
+        return hook(args[1:])
     given.PATHS = None
     if "--" in args:
         i = args.index("--")

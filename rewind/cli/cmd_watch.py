@@ -30,6 +30,10 @@ def watcher_view(project) -> dict:
            "fallbacks": st["fallbacks"] or 0,
            "last_fallback": ({"reason": st["fallback"], "at": _iso(st["fallback_ns"])}
                              if st["fallback"] else None)}
+    hooks = project.catalog.hook_counts(project.id)
+    out["hooks_served"], out["hooks_standalone"] = hooks["served"], hooks["standalone"]
+    out["last_hook_fallback"] = ({"reason": hooks["fallback"], "at": _iso(hooks["fallback_ns"])}
+                                 if hooks["fallback"] else None)
     return out
 
 
@@ -59,6 +63,12 @@ def print_watcher(view: dict) -> None:
         scans += f"; {view['fallbacks']:,} fell back to a full scan (last {render.age(last['at'])}: {last['reason']})"
     render.out(f"scans:       {scans}")
     render.out("             (quick: only the directories the watcher saw change; full: the whole tree)")
+    if view["hooks_served"] or view["hooks_standalone"]:
+        hooks = f"{view['hooks_served']:,} served by the watcher, {view['hooks_standalone']:,} ran on their own"
+        last = view["last_hook_fallback"]
+        if last and view["hooks_standalone"]:
+            hooks += f" (last {render.age(last['at'])}: {last['reason']})"
+        render.out(f"hooks:       {hooks}")
 
 
 def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bool, background: bool,

@@ -11,67 +11,106 @@ from rewind import clock
 MAX_PAYLOAD = 64 * 1024 * 1024
 
 
-_CONTEXT: dict = {}     # what the failing hook was doing, for the failure ledger
+class Call:
+    """One hook call, whoever runs it: this process on its own (`run_hook`), or the
+    project's watcher for a thin client (watch/serve.py) with the client's cwd, pid and the
+    environment entries the adapters and rewind read. One code path for both."""
+
+    __slots__ = ("agent", "data", "env", "cwd", "pid", "fallback", "context")
+
+    def __init__(self, agent: str, data: bytes, env, cwd: str | None, pid: int, fallback: str | None = None):
+        self.agent, self.data, self.env, self.cwd, self.pid = agent, data, env, cwd, pid
+        self.fallback = fallback      # standalone: why the watcher did not serve it
+        self.context: dict = {}       # what the failing hook was doing, for the failure ledger
 
 
 def run_hook(args: list[str]) -> int:
+    """This process does the work: read the payload from stdin, record it."""
+    agent = args[0] if args else ""
     try:
-        _run(args)
+        from rewind.hooks import ADAPTERS
+        if agent not in ADAPTERS:
+            from rewind.log import log
+            log(f"hook: unknown agent {agent!r} (known: {', '.join(sorted(ADAPTERS))})")
+            return 0
+        if sys.stdin is None or sys.stdin.isatty():
+            sys.stderr.write("rewind hook reads an agent's hook payload on stdin; it is run by the agent.\n")
+            return 0
+        data = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+    except BaseException as e:
+        failed(Call(agent, b"", os.environ, None, os.getpid()), e)
+        return 0
+    return run_standalone(Call(agent, data, os.environ, None, os.getpid()))
+
+
+def run_standalone(call: Call) -> int:
+    """Record `call` in this process, then start what housekeeping is due. Always 0."""
+    try:
+        run(call)
         gc_if_due()
         merge_if_due()
     except BaseException as e:  # whatever happens, the agent goes on
-        if isinstance(e, KeyboardInterrupt):
-            return 0
-        try:
-            from rewind.log import log
-            log(f"hook {' '.join(args)[:100]} failed: {type(e).__name__}: {e}", e)
-        except BaseException:
-            pass
-        if _CONTEXT.get("event"):
-            from rewind.hooks.failures import note
-            note(_CONTEXT.get("agent", ""), _CONTEXT["event"], _CONTEXT.get("where"), e)
+        failed(call, e)
     return 0
 
 
-def _run(args: list[str]) -> None:
+def failed(call: Call, e: BaseException) -> None:
+    """A hook call that raised: logged, and noted in the failure ledger when it had an event."""
+    if isinstance(e, KeyboardInterrupt):
+        return
+    try:
+        from rewind.log import log
+        log(f"hook {call.agent[:100]} failed: {type(e).__name__}: {e}", e)
+    except BaseException:
+        pass
+    ctx = call.context
+    if ctx.get("event"):
+        try:
+            from rewind.hooks.failures import note
+            note(ctx.get("agent", ""), ctx["event"], ctx.get("where"), e)
+        except BaseException:
+            pass
+
+
+def run(call: Call, served_root: str | None = None) -> str | None:
+    """Parse the payload and record the event. Returns the recorder's note (None when
+    there was nothing to record). With `served_root` (the watcher serves the call), an
+    event of another project raises recorder.OtherProject before anything is written."""
     from rewind.hooks import ADAPTERS
     from rewind.log import log
-    agent = args[0] if args else ""
+    agent, data = call.agent, call.data
     if agent not in ADAPTERS:
         log(f"hook: unknown agent {agent!r} (known: {', '.join(sorted(ADAPTERS))})")
-        return
-    if sys.stdin is None or sys.stdin.isatty():
-        sys.stderr.write("rewind hook reads an agent's hook payload on stdin; it is run by the agent.\n")
-        return
-    data = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+        return None
     if len(data) > MAX_PAYLOAD:
         log(f"hook {agent}: payload over {MAX_PAYLOAD} bytes, ignored")
-        return
+        return None
     try:
         payload = json.loads(data)
     except ValueError as e:
         # never the bytes themselves: a payload can carry file contents
         log(f"hook {agent}: payload is not JSON ({type(e).__name__} at byte {getattr(e, 'pos', '?')} "
             f"of {len(data)})")
-        return
+        return None
     if not isinstance(payload, dict):
         log(f"hook {agent}: payload is a JSON {type(payload).__name__}, not an object")
-        return
+        return None
     if b"\\ud" in data or b"\\uD" in data:      # perhaps a lone surrogate: SQLite takes none
         from rewind.text import unbroken_json
         payload = unbroken_json(payload)
     import importlib
     adapter = importlib.import_module(ADAPTERS[agent])
-    event = adapter.parse(payload, os.environ)
+    event = adapter.parse(payload, call.env)
     if event is None:
-        return
+        return None
     where = event.project_dir or event.cwd
-    _CONTEXT.update(agent=agent, event=payload.get("hook_event_name"),
-                    where=os.path.realpath(where) if isinstance(where, str) and os.path.isabs(where) else None)
+    call.context.update(agent=agent, event=payload.get("hook_event_name"),
+                        where=os.path.realpath(where) if isinstance(where, str) and os.path.isabs(where) else None)
     from rewind.hooks.recorder import handle
-    note = handle(event)
-    if os.environ.get("REWIND_HOOK_TRACE"):
-        log(f"hook {agent} {payload.get('hook_event_name')}: {note}")
+    note = handle(event, pid=call.pid, served_root=served_root, fallback=call.fallback)
+    if call.env.get("REWIND_HOOK_TRACE"):
+        log(f"hook {agent} {payload.get('hook_event_name')}{' (served)' if served_root else ''}: {note}")
+    return note
 
 
 def gc_if_due() -> None:

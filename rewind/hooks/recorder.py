@@ -61,19 +61,33 @@ def project_root(ev: Event, catalog) -> tuple[str | None, bool]:
     return root, False
 
 
-def handle(ev: Event) -> str:
-    """Act on one event. Returns a short note of what was done (for the log and tests)."""
+class OtherProject(Exception):
+    """A served call's event belongs to another project than the watcher's (watch/serve.py):
+    the client records it itself."""
+
+
+def handle(ev: Event, pid: int | None = None, served_root: str | None = None, fallback: str | None = None) -> str:
+    """Act on one event. Returns a short note of what was done (for the log and tests).
+    `pid`: the hook's process (a served call's client, not this process); `served_root`:
+    the project the serving watcher watches (none other is served); a standalone call is
+    counted, with `fallback`, why the watcher did not serve it."""
     home, catalog = open_catalog()
     project = None
     try:
         root, known = project_root(ev, catalog)
+        if served_root is not None and root != served_root:
+            raise OtherProject(root)
         if root is None:
             return f"ignored: no usable project directory (cwd={ev.cwd!r})"
-        pid = catalog.project_id(root, create=True)
-        project = Project(home, root, pid, catalog, Store(home))
+        project_id = catalog.project_id(root, create=True)
+        project = Project(home, root, project_id, catalog, Store(home))
+        if served_root is None:
+            catalog.count_standalone_hook(project.id, fallback, clock.wall_ns())
         if not known:
             _register(project, ev)
-        return _dispatch(project, ev)
+        note = _dispatch(project, ev, pid or os.getpid())
+        catalog.flush_riders()
+        return note
     finally:
         if project is not None:
             project.close()         # remembers what it found damaged
@@ -120,7 +134,7 @@ def _stop_watcher_if_last(project: Project) -> str:
     return "; watcher stopped" if stop(project.home, project.catalog, project.id) else ""
 
 
-def _dispatch(project: Project, ev: Event) -> str:
+def _dispatch(project: Project, ev: Event, pid: int) -> str:
     if ev.kind == "session_start":
         return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
     if ev.kind == "session_end":
@@ -143,7 +157,7 @@ def _dispatch(project: Project, ev: Event) -> str:
     if ev.kind == "file_edited":
         return _edited(project, ev)
     if ev.tool_kind == "shell":
-        return _shell(project, ev)
+        return _shell(project, ev, pid)
     if ev.tool_kind == "edit":
         return _edit(project, ev)
     return "nothing to do"
@@ -170,7 +184,7 @@ def _edited(project: Project, ev: Event) -> str:
     return "; ".join(notes) or "no target"
 
 
-def _shell(project: Project, ev: Event) -> str:
+def _shell(project: Project, ev: Event, pid: int) -> str:
     """A shell window: opened after a scan (what came before is not the command's), closed
     before one (the scan's segment ends with it). Each is marked in the watcher's stream."""
     from rewind.capture.dirty import mark
@@ -178,7 +192,7 @@ def _shell(project: Project, ev: Event) -> str:
     catalog = project.catalog
     if ev.kind == "pre_tool":
         _, stamp = scan(project)
-        agent, chain = hook_chain()
+        agent, chain = hook_chain(pid)
         with project.catalog.transaction():
             wid = catalog.open_shell_window(project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id,
                                             ev.tool, ev.command, stamp, agent, last_pid(), ",".join(map(str, chain)))

@@ -13,7 +13,10 @@ It is a hint, never the truth (jj's fsmonitor, watchman's cookies):
 Ignored directories are never watched (inotify watches are a limited resource) and
 symlinks are never followed. One watcher per project (a lock), a heartbeat every second;
 in the background it exits after an idle time, and SessionEnd stops it when no session of
-the project is left.
+the project is left; it exits when its data dir is gone.
+
+Once its first scan is in, it serves the project's hooks over a private socket (serve.py):
+a hook is then a thin client, and the event is recorded here, warm.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class Watcher(ShellWindows):
         self.watching_since = clock.wall_ns()
         self.flush_lock = threading.Lock()       # a batch is taken and committed as one step
         self._local = threading.local()          # one catalog connection per thread
+        self.server = None                       # the hooks it serves (serve.py), once ready
         self._catalogs: list[Catalog] = []
 
     @property
@@ -182,9 +186,31 @@ class Watcher(ShellWindows):
 
     def heartbeat(self, cat: Catalog, ready_ns: int | None = None) -> None:
         dirs = self.group.watched if self.group is not None else 0
-        with cat.transaction():
-            cat.heartbeat(self.project_id, os.getpid(), clock.wall_ns(), dirs, self.events, self.overflow_ns,
-                          self.limit_hit, ready_ns)
+        served = self.server.take_count() if self.server is not None else 0
+        try:
+            with cat.transaction():
+                cat.heartbeat(self.project_id, os.getpid(), clock.wall_ns(), dirs, self.events, self.overflow_ns,
+                              self.limit_hit, ready_ns)
+                if served:
+                    cat.count_served_hooks(self.project_id, served)
+        except BaseException:
+            if served:
+                with self.server.count_lock:
+                    self.server.served += served     # counted at the next beat
+            raise
+
+    def serve_hooks(self) -> None:
+        """From now on the hooks are served here (serve.py); a watcher that cannot open its
+        socket goes on watching, and the hooks do their work themselves."""
+        from rewind.watch.serve import HookServer
+        server = HookServer(self.home, self.root, self.project_id, lambda: self.stopping)
+        try:
+            server.start()
+        except OSError as e:
+            from rewind.log import log
+            log(f"watch {self.root}: cannot serve the hooks", e)
+            return
+        self.server = server
 
     def idle_for(self, cat: Catalog, started_ns: int) -> float:
         last = cat.last_activity(self.project_id)
@@ -226,6 +252,7 @@ class Watcher(ShellWindows):
             ready = clock.wall_ns()
             self.heartbeat(self.catalog, ready_ns=ready)
             self._baseline()
+            self.serve_hooks()
             if self.on_ready is not None:
                 self.on_ready(self.group.watched if self.group is not None else 0)
             next_beat = time.monotonic() + HEARTBEAT_S
@@ -239,6 +266,9 @@ class Watcher(ShellWindows):
                 self.flush()
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + HEARTBEAT_S
+                    if not os.path.isdir(self.home):   # (tests delete theirs: no watcher lingers)
+                        self.stop_reason = "the data directory is gone"
+                        break
                     self.heartbeat(self.catalog)
                     self.check_exclude()
                     if self.idle_s is not None and self.idle_for(self.catalog, started) >= self.idle_s:
@@ -248,12 +278,19 @@ class Watcher(ShellWindows):
                         self.stop_reason = "the project directory is gone"
                         break
         finally:
+            if self.server is not None:
+                self.server.close()              # the call being served finishes first
             observer.stop()
             observer.join(timeout=5)
             try:
-                self.flush()
-                with self.catalog.transaction():
-                    self.catalog.watcher_stopped(self.project_id, os.getpid(), clock.wall_ns(), self.stop_reason)
+                if os.path.isdir(self.home):
+                    self.flush()
+                    served = self.server.take_count() if self.server is not None else 0
+                    with self.catalog.transaction():
+                        if served:
+                            self.catalog.count_served_hooks(self.project_id, served)
+                        self.catalog.watcher_stopped(self.project_id, os.getpid(), clock.wall_ns(),
+                                                     self.stop_reason)
             finally:
                 for cat in self._catalogs:
                     try:

@@ -26,7 +26,7 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
     db.close()
     cat = catmod.Catalog(str(home))
     try:
-        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "3"
+        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "4"
         assert cat.checkpoint(1, 1).tree == "abc"
         st = cat.scan_state(1)
         assert (st["last_tree"], st["last_scan_ns"], st["consumed_seq"], st["fallbacks"]) == ("abc", 5, 0, 0)
@@ -35,9 +35,37 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
         # 3: a shell window's pid account, and who wrote what a restore put back
         assert cat.db.execute("SELECT pid_mark, hook_pids FROM windows").fetchone() == (None, None)
         assert cat.changes(1, 1) == []
+        # 4: the hooks the watcher served and those that ran on their own
+        assert cat.hook_counts(1) == {"served": 0, "standalone": 0, "fallback": None, "fallback_ns": None}
     finally:
         cat.close()
     cat = catmod.Catalog(str(home))           # opening it again changes nothing
-    assert cat.meta("schema_version") == "3"
+    assert cat.meta("schema_version") == "4"
     cat.close()
     assert os.path.exists(home / CATALOG_NAME)
+
+
+def test_a_version_3_catalog_gets_hook_counts(tmp_path):
+    """3 -> 4: the hook counts start at zero, and count from the first hook on."""
+    from rewind.catalog.schema import MIGRATIONS
+    home = tmp_path / "home"
+    home.mkdir()
+    db = sqlite3.connect(home / CATALOG_NAME, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.executescript("BEGIN;" + SCHEMA + "".join(MIGRATIONS[:2]) + "COMMIT;")
+    db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '3')")
+    db.execute("INSERT INTO projects(root, created_at) VALUES ('/p', 'then')")
+    db.close()
+    cat = catmod.Catalog(str(home))
+    try:
+        assert cat.meta("schema_version") == "4"
+        assert cat.hook_counts(1)["standalone"] == 0
+        cat.count_standalone_hook(1, "no watcher", 7)
+        with cat.transaction():          # the count rides on the hook's own transaction
+            cat.count_served_hooks(1, 2)
+        assert cat.hook_counts(1) == {"served": 2, "standalone": 1, "fallback": "no watcher", "fallback_ns": 7}
+        cat.count_standalone_hook(1, None, 8)
+        cat.flush_riders()               # none came: one of its own
+        assert cat.hook_counts(1) == {"served": 2, "standalone": 2, "fallback": "no watcher", "fallback_ns": 7}
+    finally:
+        cat.close()
