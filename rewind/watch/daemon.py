@@ -12,8 +12,9 @@ It is a hint, never the truth (jj's fsmonitor, watchman's cookies):
 
 Ignored directories are never watched (inotify watches are a limited resource) and
 symlinks are never followed. One watcher per project (a lock), a heartbeat every second;
-in the background it exits after an idle time, and SessionEnd stops it when no session of
-the project is left.
+in the background it outlives the sessions that started it (an agent that starts a session
+per prompt would otherwise pay a full scan per prompt) and exits after an idle time, or
+when the project or rewind's data directory is gone.
 """
 
 from __future__ import annotations
@@ -246,6 +247,9 @@ class Watcher(ShellWindows):
                         break
                     if not os.path.isdir(self.root):
                         self.stop_reason = "the project directory is gone"
+                        break
+                    if not os.path.isdir(self.home):
+                        self.stop_reason = "rewind's data directory is gone"
                         break
         finally:
             observer.stop()
