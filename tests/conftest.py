@@ -4,6 +4,8 @@ user's configuration."""
 from __future__ import annotations
 
 import os
+import signal
+import time
 
 import pytest
 
@@ -13,7 +15,8 @@ def _isolate(tmp_path_factory, monkeypatch):
     base = tmp_path_factory.mktemp("env")
     home = base / "home"
     home.mkdir()
-    monkeypatch.setenv("REWIND_HOME", str(base / "rewind-home"))
+    rewind_home = str(base / "rewind-home")
+    monkeypatch.setenv("REWIND_HOME", rewind_home)
     monkeypatch.setenv("REWIND_TESTING", "1")
     monkeypatch.setenv("REWIND_WATCH", "0")      # tests that want the watcher turn it on
     monkeypatch.setenv("HOME", str(home))
@@ -27,40 +30,51 @@ def _isolate(tmp_path_factory, monkeypatch):
         monkeypatch.setenv(f"GIT_{who}_NAME", "Test")
         monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@example.com")
     yield
-    _stop_watchers(str(base / "rewind-home"))
+    _stop_watchers(rewind_home)
 
 
-def _stop_watchers(home: str) -> None:
-    """A watcher a test started (`rewind watch` or a hook) goes with the test: on a 2-core
-    machine lingering watchers pile up. Only when the test's data dir has a watcher lock."""
-    locks = os.path.join(home, "locks")
-    try:
-        if not any(n.startswith("watch-") for n in os.listdir(locks)):
-            return
-    except OSError:
+def _stop_watchers(rewind_home: str) -> None:
+    """A watcher outlives the session that started it (until 30 idle minutes): the ones this
+    test started stop with it, so they do not pile up on the machine during the suite."""
+    if not os.path.isdir(rewind_home) or not os.path.isdir("/proc/self"):
         return
-    import signal
-    import time
-    from helpers import processes_with_home
+    mark = f"\0REWIND_HOME={rewind_home}\0".encode()
     pids = []
-    for pid in processes_with_home(home):
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"watch" not in f.read():
-                    continue
-            os.kill(pid, signal.SIGTERM)
-            pids.append(pid)
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read()
+            if b"watch" not in cmd:
+                continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if mark in b"\0" + f.read() + b"\0":
+                    pids.append(int(name))
         except OSError:
+            continue
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
             pass
     deadline = time.monotonic() + 10
     for pid in pids:
-        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}") and \
-                not open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z":
+        while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.02)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.fixture

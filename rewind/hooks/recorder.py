@@ -124,16 +124,6 @@ def _ensure_watcher(project: Project, settings) -> str:
     return "watcher started"
 
 
-def _stop_watcher_if_last(project: Project) -> str:
-    """SessionEnd: no session of the project left -> its background watcher stops."""
-    from rewind.watch.control import stop
-    left = project.catalog.open_sessions(project.id)
-    row = project.catalog.watcher(project.id)
-    if left or row is None or not row["background"]:
-        return ""
-    return "; watcher stopped" if stop(project.home, project.catalog, project.id) else ""
-
-
 def _dispatch(project: Project, ev: Event, pid: int) -> str:
     if ev.kind == "session_start":
         return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
@@ -141,7 +131,10 @@ def _dispatch(project: Project, ev: Event, pid: int) -> str:
         _close_windows(project, ev)
         with project.catalog.transaction():
             project.catalog.end_session(ev.agent, ev.session_id, clock.wall_ns())
-        return "session ended" + _stop_watcher_if_last(project)
+        # the watcher stays: `claude -p`, resumed sessions, `codex exec` and Gemini CLI start
+        # a session per prompt, and a watcher restarted each time would rescan the whole tree
+        # each time. It exits after its idle time (watch_idle_minutes) instead.
+        return "session ended"
     if ev.kind == "prompt":
         settings = config.load_quietly(project.root)
         _ensure_watcher(project, settings)   # a watcher that died comes back (this scan is a full one)

@@ -12,8 +12,9 @@ It is a hint, never the truth (jj's fsmonitor, watchman's cookies):
 
 Ignored directories are never watched (inotify watches are a limited resource) and
 symlinks are never followed. One watcher per project (a lock), a heartbeat every second;
-in the background it exits after an idle time, and SessionEnd stops it when no session of
-the project is left; it exits when its data dir is gone.
+in the background it outlives the sessions that started it (an agent that starts a session
+per prompt would otherwise pay a full scan per prompt) and exits after an idle time, or
+when the project or rewind's data directory is gone.
 
 Once its first scan is in, it serves the project's hooks over a private socket (serve.py):
 a hook is then a thin client, and the event is recorded here, warm.
@@ -266,9 +267,6 @@ class Watcher(ShellWindows):
                 self.flush()
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + HEARTBEAT_S
-                    if not os.path.isdir(self.home):   # (tests delete theirs: no watcher lingers)
-                        self.stop_reason = "the data directory is gone"
-                        break
                     self.heartbeat(self.catalog)
                     self.check_exclude()
                     if self.idle_s is not None and self.idle_for(self.catalog, started) >= self.idle_s:
@@ -276,6 +274,9 @@ class Watcher(ShellWindows):
                         break
                     if not os.path.isdir(self.root):
                         self.stop_reason = "the project directory is gone"
+                        break
+                    if not os.path.isdir(self.home):
+                        self.stop_reason = "rewind's data directory is gone"
                         break
         finally:
             if self.server is not None:

@@ -248,10 +248,3 @@ def test_a_stopped_watcher_costs_the_offer_timeout_and_the_event_is_recorded_onc
     time.sleep(1.0)                                      # the watcher read the old request by now
     assert [cp["id"] for cp in listing(root)] == [2, 1]  # recorded once, not by both
 
-
-def test_the_watcher_exits_when_its_data_dir_is_gone(tmp_path):
-    import shutil
-    root = make(tmp_path, "p")
-    row = start(root)
-    shutil.rmtree(os.environ["REWIND_HOME"])
-    assert wait_gone(row["pid"])

@@ -87,6 +87,18 @@ def wait_gone(pid: int, timeout: float = 15) -> bool:
     return False
 
 
+def end_session(root: Path, session: str = "s-watch") -> None:
+    """SessionEnd leaves a running watcher running (an agent that starts a session per prompt
+    must not pay a full scan per prompt); `rewind watch --stop` then stops it."""
+    row = state(root)[0]
+    running = row is not None and row["stopped_ns"] is None and alive(row["pid"])
+    hook(payload("SessionEnd", root, session=session), root)
+    if running:
+        assert alive(row["pid"]) and state(root)[0]["pid"] == row["pid"], "SessionEnd stopped the watcher"
+        run_rewind("watch", "--stop", cwd=root, check=0)
+        assert wait_gone(row["pid"]), "the watcher outlived `rewind watch --stop`"
+
+
 def changes(root: Path, number: int) -> dict[str, dict]:
     out = json.loads(run_rewind("show", str(number), "--json", cwd=root, check=0).stdout)
     return {c["path"]: c for c in out["changes"]}
@@ -103,8 +115,7 @@ def session(tmp_path):
     hook(payload("SessionStart", root), root)
     row = wait_ready(root)
     yield root, row
-    hook(payload("SessionEnd", root), root)
-    assert wait_gone(row["pid"]), "the watcher outlived SessionEnd"
+    end_session(root)
 
 
 def test_changes_are_placed_in_time_against_the_tool_windows(session):
@@ -324,6 +335,28 @@ def test_ignored_directories_are_not_watched(session):
     assert not any(p.startswith(b"node_modules") for (p,) in rows)
 
 
+def test_the_watcher_outlives_its_session_and_exits_when_the_data_dir_goes(tmp_path):
+    """A session per prompt (`claude -p`, resume, `codex exec`) keeps one warm watcher: the
+    second session's prompt finds it running and scans quickly. It goes with rewind's data
+    directory (a deleted store has nothing to watch for)."""
+    import shutil
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    hook(payload("SessionStart", root, session="s-one"), root)
+    row = wait_ready(root)
+    hook(payload("UserPromptSubmit", root, session="s-one"), root)
+    hook(payload("SessionEnd", root, session="s-one"), root)
+    hook(payload("SessionStart", root, session="s-two"), root)
+    write(root, "b.txt", "b")
+    hook(payload("UserPromptSubmit", root, session="s-two"), root)
+    assert alive(row["pid"]) and state(root)[0]["pid"] == row["pid"]
+    assert set(changes(root, 1)) == {"b.txt"}                       # what came after prompt 1
+    assert state(root)[1]["fallbacks"] == 0, state(root)            # both prompts scanned quickly
+    shutil.rmtree(os.environ["REWIND_HOME"])
+    assert wait_gone(row["pid"], timeout=10), "the watcher outlived its data directory"
+    assert not os.path.exists(os.environ["REWIND_HOME"]), "the watcher made its data directory again"
+
+
 def test_the_watcher_exits_when_idle(tmp_path):
     root = tmp_path / "proj"
     write(root, "a.txt", "a")
@@ -356,8 +389,8 @@ def test_two_projects_watched_at_once_do_not_mix(tmp_path):
             assert state(r)[1]["fallbacks"] == 0
     finally:
         for r in roots:
-            hook(payload("SessionEnd", r, session=f"s-{r.name}"), r)
-    assert all(wait_gone(r["pid"]) for r in rows)
+            end_session(r, session=f"s-{r.name}")
+    assert not any(alive(r["pid"]) for r in rows)
 
 
 def test_watch_in_the_foreground_and_its_controls(tmp_path):
@@ -386,7 +419,7 @@ def test_watch_in_the_foreground_and_its_controls(tmp_path):
 
 def test_a_watcher_stuck_after_being_asked_to_stop_exits_and_prints_its_threads(tmp_path):
     """The stop signal sets a flag the main loop checks; if a thread hangs instead, the
-    process must still go (SessionEnd counts on it) and say where it hung."""
+    process must still go (`watch --stop` counts on it) and say where it hung."""
     code = ("import time, rewind.watch.daemon as w\n"
             "w.STOP_GRACE_S = 0.5\n"
             "w._exit_if_stuck()\n"
@@ -483,8 +516,8 @@ def test_an_edited_git_info_exclude_is_noticed(tmp_path):
         (root / "secret/keys.txt").unlink()                            # the agent deletes it
         hook(payload("UserPromptSubmit", root), root)                  # checkpoint 4
     finally:
-        hook(payload("SessionEnd", root), root)
-    assert wait_gone(row["pid"])
+        end_session(root)
+    assert not alive(row["pid"])
     assert "secret/keys.txt" in changes(root, 1)
     assert changes(root, 2)["secret/more.txt"]["status"] == "added"
     assert changes(root, 3)["secret/keys.txt"]["status"] == "deleted"
