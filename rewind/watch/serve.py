@@ -190,7 +190,7 @@ class HookServer:
         from rewind.hooks import entry
         from rewind.hooks.recorder import OtherProject
         with self.serve_lock:
-            if self.stopping():
+            if self.closing or self.stopping():
                 return "fallback stopping"
             call = entry.Call(agent, data, env, cwd, pid)
             try:

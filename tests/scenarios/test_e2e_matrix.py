@@ -22,6 +22,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -243,6 +244,18 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     others = {p: c["source"] for n in (one, two, three) for p, c in n.items()
               if c["source"] not in ("tool", "bash") and p not in ("README.md", "person.txt")}
     assert not others, others
+
+    # which path the hooks took: the warm watcher served them, or each ran on its own
+    deadline = time.monotonic() + 10
+    while True:
+        hooks = json.loads(run_rewind("watch", "--status", "--json", cwd=proj, check=0).stdout)
+        if watch == "0" or hooks["hooks_served"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)                  # (the watcher writes its count at its heartbeat)
+    if watch == "1":
+        assert hooks["hooks_served"] > 0, hooks
+    else:
+        assert (hooks["hooks_served"], hooks["last_hook_fallback"]["reason"]) == (0, "watcher off"), hooks
 
     run_rewind("to", "1", "--yes", cwd=proj, check=0)
     assert fingerprint(proj, skip) == before
