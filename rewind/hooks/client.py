@@ -45,21 +45,22 @@ def main(args: list) -> int:
     data = why = None
     try:
         from rewind.hooks import ADAPTERS
-        if agent not in ADAPTERS or sys.stdin is None or os.isatty(0):
-            return _standalone(args, None, None)      # entry says what is wrong
-        data = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
-        if os.environ.get("REWIND_WATCH") == "0":
-            why = "watcher off"
-        elif len(data) > MAX_PAYLOAD:
-            why = "payload too large"
-        else:
-            why = _served(agent, data)
-            if why is None:
-                return 0
+        if agent in ADAPTERS and sys.stdin is not None and not os.isatty(0):
+            data = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+            if os.environ.get("REWIND_WATCH") == "0":
+                why = "watcher off"
+            elif len(data) > MAX_PAYLOAD:
+                why = "payload too large"
+            else:
+                why = _served(agent, data)
+                if why is None:
+                    return 0
     except KeyboardInterrupt:
         return 0
     except BaseException as e:
-        why = f"client: {type(e).__name__}"       # entry reads (what is left of) stdin if need be
+        why = f"client: {type(e).__name__}"
+    # entry reads stdin itself when nothing was read (and says what is wrong: an unknown
+    # agent, a terminal)
     return _standalone(args, data, why)
 
 
