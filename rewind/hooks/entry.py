@@ -98,8 +98,8 @@ def run(call: Call, served_root: str | None = None) -> str | None:
     if b"\\ud" in data or b"\\uD" in data:      # perhaps a lone surrogate: SQLite takes none
         from rewind.text import unbroken_json
         payload = unbroken_json(payload)
-    import importlib
-    adapter = importlib.import_module(ADAPTERS[agent])
+    __import__(ADAPTERS[agent])             # not importlib: its import (and warnings') costs 1 ms a hook
+    adapter = sys.modules[ADAPTERS[agent]]
     event = adapter.parse(payload, call.env)
     if event is None:
         return None
