@@ -64,9 +64,32 @@ def listing(root: Path) -> list[dict]:
     return json.loads(run_rewind("list", "--every", "--json", cwd=root, check=0).stdout)
 
 
+def serving(root: Path, timeout: float = 20) -> None:
+    """Until a watcher accepts on the project's socket (it opens it right after its first
+    scan; a killed one's socket is left behind and refuses)."""
+    run = Path(os.environ["REWIND_HOME"]) / "run"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for link in run.glob("*.root"):
+            if link.is_symlink() and os.readlink(link) == str(root):
+                dfd = os.open(run, os.O_PATH | os.O_DIRECTORY)   # (the path may be over 108 bytes)
+                try:
+                    with socket.socket(socket.AF_UNIX) as s:
+                        s.connect(f"/proc/self/fd/{dfd}/{link.stem}.sock")
+                        return                    # (and hangs up: the watcher drops it)
+                except OSError:
+                    pass
+                finally:
+                    os.close(dfd)
+        time.sleep(0.05)
+    raise AssertionError(f"the watcher of {root} does not serve")
+
+
 def start(root: Path, **env) -> dict:
     hook(payload("SessionStart", root), root, **env)
-    return wait_ready(root)
+    row = wait_ready(root)
+    serving(root)
+    return row
 
 
 def script(root: Path, **env) -> None:
@@ -153,6 +176,7 @@ def test_a_killed_watcher_hands_the_next_hook_back_and_a_new_one_serves(tmp_path
     while state(root)[0]["pid"] == row["pid"] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert wait_ready(root)["pid"] != row["pid"]
+    serving(root)
     hook(payload("Stop", root), root)
     assert counts(root, served=2) == (2, 4)
     cps = listing(root)
