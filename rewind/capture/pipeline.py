@@ -5,9 +5,9 @@ A full scan with many files to read (a first snapshot) reads, hashes and compres
 on READERS threads: the reads wait on the disk, and hashlib and zlib release the GIL on
 large buffers, so a second core does useful work. The walk stays on the scan's thread (see
 scan.py); each result is taken back there in submission order, so whatever it records
-(trees, stats, objects) comes out as a sequential scan would record it. At most
-AHEAD_FILES hand-offs or AHEAD_BYTES bytes are in flight, read or not yet taken back:
-memory stays bounded.
+(trees, stats, objects) comes out as a sequential scan would record it. At most AHEAD
+hand-offs or AHEAD_BYTES bytes are in flight, read or not yet taken back: memory stays
+bounded.
 
 The threads start only for such a scan: the hooks' small scans use `read_still` alone.
 """
@@ -24,7 +24,7 @@ from rewind.store.objects import Store, digest_of, encode
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_TRIES = 3
 READERS = min(4, max(2, os.cpu_count() or 1))
-AHEAD_FILES = 512
+AHEAD = 32               # hand-offs in flight (scan.py hands up to 16 files at once: ~512 files)
 AHEAD_BYTES = 16 << 20
 
 
@@ -116,7 +116,7 @@ class Pipeline:
     def submit(self, size: int, take, fn, *args) -> None:
         """fn(*args) on a reader thread; take(its result) later on this thread, in order.
         `size`: the bytes it will hold. Waits while too much is in flight."""
-        while self.queue and (len(self.queue) >= AHEAD_FILES or self.bytes + size > AHEAD_BYTES):
+        while self.queue and (len(self.queue) >= AHEAD or self.bytes + size > AHEAD_BYTES):
             self.take_one()
         self.queue.append((self.pool.submit(fn, *args), size, take))
         self.bytes += size

@@ -82,17 +82,24 @@ class PackWriter:
         return os.pread(self.fd, v & 0xFFFFFFFF, v >> 32)
 
     def finish(self, packs_dir: str) -> str:
-        """Index and trailer, fsync, rename into objects/pack/, fsync that directory. Returns the name."""
-        self._write_pending()
-        ids = sorted(self.index)         # hex order is byte order
-        index = self.index
-        for i in range(0, len(ids), 4096):   # in chunks: a 100,000-object index is 4.8 MB
-            write_all(self.fd, b"".join(bytes.fromhex(oid) + (index[oid] >> 32).to_bytes(8, "big")
-                                        + (index[oid] & 0xFFFFFFFF).to_bytes(8, "big")
-                                        for oid in ids[i:i + 4096]))
-        write_all(self.fd, self.offset.to_bytes(8, "big") + len(ids).to_bytes(8, "big") + END)
-        os.fsync(self.fd)
-        os.close(self.fd)
+        """Index and trailer, fsync, rename into objects/pack/, fsync that directory. Returns the
+        name. A failure before the rename (a full disk: the last bodies are written here)
+        removes the temporary file: the caller has let go of this writer already."""
+        try:
+            self._write_pending()
+            ids = sorted(self.index)         # hex order is byte order
+            index = self.index
+            for i in range(0, len(ids), 4096):   # in chunks: a 100,000-object index is 4.8 MB
+                write_all(self.fd, b"".join(bytes.fromhex(oid) + (index[oid] >> 32).to_bytes(8, "big")
+                                            + (index[oid] & 0xFFFFFFFF).to_bytes(8, "big")
+                                            for oid in ids[i:i + 4096]))
+            write_all(self.fd, self.offset.to_bytes(8, "big") + len(ids).to_bytes(8, "big") + END)
+            os.fsync(self.fd)
+        except BaseException:
+            self.abort()
+            raise
+        fd, self.fd = self.fd, -1
+        os.close(fd)
         name = f"{clock.wall_ns():020d}-{os.urandom(6).hex()}.pack"   # names sort oldest first
         ensure_private_dir(packs_dir)
         os.replace(self.path, os.path.join(packs_dir, name))
@@ -100,10 +107,12 @@ class PackWriter:
         return name
 
     def abort(self) -> None:
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        fd, self.fd = self.fd, -1          # once: a second close could hit a reused number
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         try:
             os.unlink(self.path)
         except FileNotFoundError:
