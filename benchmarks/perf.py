@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """rewind against git and the interpreter floor, on generated trees, in one run.
 
-    python benchmarks/perf.py [--sizes 10000,100000] [--reps 5] [--no-store-size]
+    python benchmarks/perf.py [--sizes 10000,100000] [--reps 5] [--no-store-size] [--only first]
 
 For each tree size (make_tree.py: nested 3-6 deep, mostly 1-20 KB text, some large binary
 files, a .gitignore with an ignored build dir), with a prompt's worth of changes (10
@@ -16,7 +16,10 @@ prints median and spread over interleaved repetitions, each against its referenc
   - `rewind to` of 1,000 changed files against `git checkout <commit> -- .`;
   - `rewind gc` against `git gc` and `rewind verify` against `git fsck` on the shadow repository;
   - the store after 100 prompts x 5 edits (10,000 files) against the `git gc`-packed shadow.
-An editable checkout is byte-compiled first: an installed rewind runs from byte code.
+`--only first` measures the first checkpoint alone, `--reps` times, each into a fresh store
+and a fresh shadow repository (in alternating order). Before each timed first snapshot the
+dirty pages are synced, so the just-written tree's write-back does not slow whichever runs
+first. An editable checkout is byte-compiled first: an installed rewind runs from byte code.
 """
 
 from __future__ import annotations
@@ -39,7 +42,11 @@ REPO = HERE.parent
 PY = sys.executable
 BIN = Path(PY).parent / "rewind"
 REWIND = [str(BIN)] if BIN.exists() else [PY, "-m", "rewind"]
-MAKE_TREE = REPO.parent / "shared" / "bench" / "make_tree.py"
+# ../shared beside the checkout, taken lexically: from a worktree it is the worktree's own
+# ../shared (a link), which the resolved path's parent need not have
+MAKE_TREE = Path(os.path.abspath(__file__)).parent.parent / ".." / "shared" / "bench" / "make_tree.py"
+if not MAKE_TREE.exists():
+    MAKE_TREE = REPO.parent / "shared" / "bench" / "make_tree.py"
 sys.path.insert(0, str(REPO))
 from rewind.hooks.install import hook_command  # noqa: E402
 
@@ -109,20 +116,35 @@ class Bench:
         subprocess.run([PY, str(MAKE_TREE), "gen", str(self.tree), "--files", str(self.n), "--git"], check=True,
                        stdout=subprocess.DEVNULL, env=no_auto_gc)
         print(f"\n== {self.n:,} files (generated in {time.perf_counter() - t:.0f} s) ==", flush=True)
-        self.git("init", "-q")
-        self.git("config", "gc.auto", "0")
-        self.git("config", "core.excludesFile", str(self.tree / ".gitignore"))   # the same rules
         run(["git", "status", "--porcelain"], cwd=self.tree)      # warm the tree's own index
-        # first snapshots: rewind's hook (no watcher yet) and the shadow repository
-        run([*REWIND, "hook", "claude"], env={**self.env, "REWIND_WATCH": "0"},
-            input=self.payload("SessionStart", source="startup"))
-        first, rss = peak([*REWIND, "hook", "claude"], env={**self.env, "REWIND_WATCH": "0"},
-                          input=self.payload("UserPromptSubmit", prompt="first"))
-        shadow_first = self.git("add", "-A") + self.git("commit", "-qm", "first")
-        self.rows.append(("first checkpoint", [first], "shadow git first snapshot", shadow_first))
-        self.rss = rss
-        print(f"first checkpoint {first:.1f} s (peak memory {rss / 2**20:.0f} MB); "
-              f"shadow git {shadow_first:.1f} s", flush=True)
+
+    def first(self, reps: int) -> None:
+        """First snapshots, each into an empty store and an empty shadow repository: rewind's
+        prompt hook (no watcher) and `git add -A && git commit`."""
+        ours, theirs, rss = [], [], []
+        for rep in range(reps):
+            shutil.rmtree(self.home, ignore_errors=True)
+            shutil.rmtree(self.shadow, ignore_errors=True)
+            self.git("init", "-q")
+            self.git("config", "gc.auto", "0")
+            self.git("config", "core.excludesFile", str(self.tree / ".gitignore"))   # the same rules
+            run(HOOK, env={**self.env, "REWIND_WATCH": "0"}, input=self.payload("SessionStart", source="startup"))
+            for who in (("ours", "theirs") if rep % 2 == 0 else ("theirs", "ours")):
+                os.sync()
+                if who == "ours":
+                    t, mem = peak(HOOK, env={**self.env, "REWIND_WATCH": "0"},
+                                  input=self.payload("UserPromptSubmit", prompt="first"))
+                    ours.append(t)
+                    rss.append(mem)
+                    if not any((self.home / "objects" / "pack").glob("*.pack")):
+                        raise SystemExit("the first checkpoint wrote no pack: see the hook log in " + str(self.home))
+                else:
+                    theirs.append(self.git("add", "-A") + self.git("commit", "-qm", "first"))
+            print(f"first checkpoint {ours[-1]:.2f} s (peak memory {rss[-1] / 2**20:.0f} MB); "
+                  f"shadow git {theirs[-1]:.2f} s", flush=True)
+        self.rows.append(("first checkpoint", ours, "shadow git first snapshot", statistics.median(theirs)))
+        self.rows.append(("shadow git first snapshot", theirs, "", None))
+        self.rss = max(rss)
 
     def hooks(self) -> None:
         floor, git_status, shadow_inc = [], [], []
@@ -298,6 +320,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-store-size", action="store_true")
     ap.add_argument("--make-tree", default=str(MAKE_TREE), help="shared/bench/make_tree.py")
+    ap.add_argument("--only", choices=["first"], help="first: only the first checkpoint, --reps times")
     args = ap.parse_args()
     MAKE_TREE = Path(args.make_tree)
     import rewind
@@ -309,15 +332,17 @@ def main() -> int:
         try:
             b = Bench(n, work, args.reps)
             b.setup()
-            b.hooks()
-            b.restore()
-            b.maintenance()
+            b.first(args.reps if args.only == "first" else 1)
+            if args.only != "first":
+                b.hooks()
+                b.restore()
+                b.maintenance()
             b.report()
             benches.append(b)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     store_ratio = None
-    if not args.no_store_size:
+    if not args.no_store_size and not args.only:
         store_ratio = store_size(Path(tempfile.gettempdir()))
     summary(benches, store_ratio)
     print(f"\n(whole run {time.monotonic() - started:.0f} s)")

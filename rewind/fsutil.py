@@ -85,9 +85,18 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
-def read_fd(fd: int) -> bytes:
-    """Everything left to read from `fd`."""
-    chunks = []
+def read_fd(fd: int, size: int = -1) -> bytes:
+    """Everything left to read from `fd`. `size`, the bytes expected (fstat's), sizes the
+    first read: one read of exactly that buffer, where 1 MB reads would allocate (and for a
+    small file shrink) a 1 MB buffer twice. A short first read is taken as the end: the
+    caller compares the length with a second fstat anyway."""
+    if size >= 0:
+        data = os.read(fd, size + 1)
+        if len(data) <= size:
+            return data
+        chunks = [data]       # it grew: read the rest
+    else:
+        chunks = []
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:

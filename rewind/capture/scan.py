@@ -10,6 +10,14 @@ Stat cache: an entry (kind, size, mtime_ns, ctime_ns, inode, mode, id) is truste
 when every field matches. Git's racy-timestamp rule: an entry whose mtime is not strictly
 older than the scan's start (read on the filesystem's own clock) is saved with size -1,
 so the next scan hashes it again.
+
+Files are read by pipeline.read_still (as they were at one instant, or reported). A full
+scan with more than PARALLEL_AFTER files to read (a first snapshot, a lost stat cache)
+reads, hashes and compresses the rest on reader threads (pipeline.Pipeline). The
+walk itself stays on this thread and in order, and each file's result is recorded in walk
+order, so the trees, the stats and the stored objects are the sequential scan's; a
+directory's tree is made once the last of its files is back. Small scans (the hooks'
+incremental ones) never start a thread.
 """
 
 from __future__ import annotations
@@ -19,16 +27,17 @@ import stat as S
 
 from rewind import clock
 from rewind.capture.ignore import IgnoreRules, is_always_ignored
+from rewind.capture.pipeline import read_batch, read_still, special_kind
 from rewind.constants import MAX_FILE_SIZE
-from rewind.fsutil import read_fd
 from rewind.store.objects import Store, digest_of
 from rewind.store.tree import DIR, FILE, LARGE, LINK, Entry, Tree, tree_id
 from rewind.structs import dataclass, field
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_READ_TRIES = 3
 HOT_NS = 2 * 10**9       # a file written this recently may have a write(2) still copying into it
+PARALLEL_AFTER = 256     # a full scan reads files on threads past this many to read
+_MAX_HELD = 256          # directories held open for reads in flight, at most (file descriptors)
+_BATCH_FILES, _BATCH_BYTES = 16, 256 << 10   # one hand-off to a reader: a directory's files, up to this
 
 
 @dataclass
@@ -92,14 +101,31 @@ class _Scanner:
         self.listed: list[str] = []
         self.removed: set[str] = set()
         self.removed_prefixes: set[str] = set()
+        # parallel reads (full scans): the reader threads once started, the files read so far
+        self.parallel_after: int | None = None
+        self.to_read = 0
+        self.pipeline = None
+        self.held: set[_Dir] = set()     # directories whose tree waits for reads, fd held open
+        self.batch: list[tuple[str, str]] = []    # (name, path) of files to hand off together
+        self.batch_at: tuple[_Dir, int] | None = None   # ...in this directory (node, fd)
+        self.batch_bytes = 0
 
-    def _put(self, data: bytes, oid: str) -> None:
+    def _refuse(self, found: list, rel_path: str, why: str) -> None:
+        """Note a path the walk cannot store (unreadable, special) and protect it. Reads in
+        flight are taken back first, so the lists keep the walk's order."""
+        if self.pipeline is not None:
+            self._send()
+            self.pipeline.drain()
+        found.append((rel_path, why))
+        self.protected.add(rel_path)
+
+    def _put(self, data: bytes, oid: str, body: bytes | None = None) -> None:
         """Store an object; one known damaged or missing gets a whole copy written now."""
         if oid in self.damaged:
             self.store.mend(oid, data)
             self.mended.add(oid)
         else:
-            self.store.put(data, oid)
+            self.store.put(data, oid, body)
 
     def _remember(self, rel: str, value: tuple) -> None:
         if self.store is None:
@@ -109,9 +135,11 @@ class _Scanner:
             self.upserts[rel] = value
 
     def scan_dir(self, dfd: int, rel: str, rules: IgnoreRules, old: Tree | None = None,
-                 full: bool = True) -> str:
-        """`old`: this directory's previous tree (incremental mode); `full`: no reuse below."""
+                 full: bool = True) -> str | _Dir:
+        """`old`: this directory's previous tree (incremental mode); `full`: no reuse below.
+        Returns the tree's id, or, while files of it are still being read, its `_Dir`."""
         tree: Tree = {}
+        node = _Dir(tree, rel)
         try:
             with os.scandir(dfd) as it:
                 entries = list(it)
@@ -138,8 +166,7 @@ class _Scanner:
             except FileNotFoundError:
                 continue  # vanished during the walk
             except OSError as e:
-                self.stats.unreadable.append((rel_path, e.strerror or str(e)))
-                self.protected.add(rel_path)
+                self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
                 continue
             mode = st.st_mode
             if S.S_ISDIR(mode):
@@ -155,27 +182,38 @@ class _Scanner:
                 try:
                     sub = os.open(name, _OPEN_DIR, dir_fd=dfd)
                 except OSError as e:
-                    self.stats.unreadable.append((rel_path, e.strerror or str(e)))
-                    self.protected.add(rel_path)
+                    self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
                     continue
                 try:
                     oid = self.scan_dir(sub, rel_path,
                                         rules.for_subdir(rel_path, os.path.join(self.root, rel_path)),
                                         sub_old, sub_full)
                 except _Unreadable as e:
-                    self.stats.unreadable.append((rel_path, str(e)))
-                    self.protected.add(rel_path)
-                    continue
-                finally:
                     os.close(sub)
-                tree[name] = Entry(DIR, S.S_IMODE(mode), oid, 0)
+                    self._refuse(self.stats.unreadable, rel_path, str(e))
+                    continue
+                except BaseException:
+                    if self.pipeline is not None:
+                        self.pipeline.close()     # no reader may still use `sub`
+                    os.close(sub)
+                    raise
                 self.stats.dirs += 1
+                if isinstance(oid, _Dir):
+                    # files below are being read (from `sub`): its entry comes with its tree
+                    oid.parent, oid.name, oid.mode, oid.fd = node, name, S.S_IMODE(mode), sub
+                    node.waiting += 1
+                    self.held.add(oid)
+                    while len(self.held) > _MAX_HELD and self.pipeline.queue:
+                        self.pipeline.take_one()
+                    continue
+                os.close(sub)
+                tree[name] = Entry(DIR, S.S_IMODE(mode), oid, 0)
             elif S.S_ISREG(mode):
                 if rules.is_ignored(rel_path, False):
                     self.stats.ignored += 1
                     self.protected.add(rel_path)
                     continue
-                entry = self._file(dfd, name, rel_path, st)
+                entry = self._file(dfd, name, rel_path, st, node)
                 if entry is not None:
                     tree[name] = entry
             elif S.S_ISLNK(mode):
@@ -186,8 +224,7 @@ class _Scanner:
                 try:
                     target = os.fsencode(os.readlink(name, dir_fd=dfd))
                 except OSError as e:
-                    self.stats.unreadable.append((rel_path, e.strerror or str(e)))
-                    self.protected.add(rel_path)
+                    self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
                     continue
                 oid = digest_of(target)
                 cached = self.cache.get(rel_path)
@@ -197,8 +234,7 @@ class _Scanner:
                 tree[name] = Entry(LINK, 0o777, oid, len(target))
                 self.stats.symlinks += 1
             else:
-                self.stats.special.append((rel_path, _special_kind(mode)))
-                self.protected.add(rel_path)
+                self._refuse(self.stats.special, rel_path, special_kind(mode))
         if old is not None:
             # what the stat cache knew here and is gone (or changed kind)
             for name, e in old.items():
@@ -210,6 +246,15 @@ class _Scanner:
                         self.removed_prefixes.add(key + "/")
                     else:
                         self.removed.add(key)
+        if self.batch and self.batch_at[0] is node:
+            self._send()
+        if node.waiting:
+            node.walked = True
+            return node
+        return self._finish(tree, rel)
+
+    def _finish(self, tree: Tree, rel: str) -> str:
+        """The directory's tree, all of it known: its id, stored."""
         oid, data = tree_id(tree)
         self.trees[oid] = tree
         if self.store is not None:
@@ -219,7 +264,25 @@ class _Scanner:
             self._remember(rel + "/", (DIR, 0, 0, 0, 0, 0, oid))
         return oid
 
-    def _file(self, dfd: int, name: str, rel_path: str, st: os.stat_result) -> Entry | None:
+    def _resolve(self, node: _Dir, name: str, entry: Entry | None) -> None:
+        """A file read on a reader thread is back: its entry joins its directory's tree, and
+        each directory that waited only for it gets its tree, up the chain."""
+        if entry is not None:
+            node.tree[name] = entry
+        node.waiting -= 1
+        while node.waiting == 0 and node.walked:
+            node.oid = self._finish(node.tree, node.rel)
+            parent = node.parent
+            if parent is None:
+                return
+            self.held.discard(node)
+            os.close(node.fd)
+            node.fd = None
+            parent.tree[node.name] = Entry(DIR, node.mode, node.oid, 0)
+            parent.waiting -= 1
+            node = parent
+
+    def _file(self, dfd: int, name: str, rel_path: str, st: os.stat_result, node: _Dir) -> Entry | None:
         perm = S.S_IMODE(st.st_mode)
         self.stats.files += 1
         if self.progress is not None and self.stats.files % 512 == 0:
@@ -237,84 +300,79 @@ class _Scanner:
                 and not (self.damaged and c[6] in self.damaged)):
             self.seen.add(rel_path)
             return Entry(FILE, perm, c[6], st.st_size)
-        got = self._read(dfd, name, rel_path)
-        if got is None:
+        if self.pipeline is None and self.parallel_after is not None:
+            self.to_read += 1
+            if self.to_read > self.parallel_after:
+                from rewind.capture.pipeline import Pipeline
+                self.pipeline = Pipeline()
+        if self.pipeline is not None:
+            if self.batch and self.batch_at[0] is not node:
+                self._send()
+            self.batch.append((name, rel_path))
+            self.batch_at = node, dfd
+            self.batch_bytes += 2 * st.st_size + 512     # its bytes and their compressed copy
+            node.waiting += 1
+            if len(self.batch) >= _BATCH_FILES or self.batch_bytes >= _BATCH_BYTES:
+                self._send()
             return None
-        data, st = got
+        return self._took(rel_path, *read_still(dfd, name, self.hot_since))
+
+    def _send(self) -> None:
+        """Hand the gathered files to a reader; their results are taken back in this order."""
+        if not self.batch:
+            return
+        batch, (node, dfd), size = self.batch, self.batch_at, self.batch_bytes
+        self.batch, self.batch_at, self.batch_bytes = [], None, 0
+
+        def take(results: list) -> None:
+            for (name, rel_path), got in zip(batch, results):
+                self._resolve(node, name, self._took(rel_path, *got))
+        self.pipeline.submit(size, take, read_batch, dfd, [name for name, _ in batch], self.hot_since,
+                             self.store)
+
+    def _took(self, rel_path: str, data: bytes | None, st, problem: tuple | None,
+              oid: str | None = None, body: bytes | None = None) -> Entry | None:
+        """Record what reading a file gave (read_still's answer; from a reader thread, with
+        the id and maybe the compressed body too): its blob staged and its stat cache row,
+        or why it has none."""
+        if data is None:
+            if problem is not None:
+                kind, why = problem
+                if kind == "changing":
+                    self.stats.changing.append(rel_path)
+                else:
+                    getattr(self.stats, kind).append((rel_path, why))
+                self.protected.add(rel_path)
+            return None
         perm = S.S_IMODE(st.st_mode)
-        oid = digest_of(data)
+        if oid is None:
+            oid = digest_of(data)
         self.stats.hashed += 1
         self.stats.hashed_bytes += len(data)
         if self.store is not None:
-            self._put(data, oid)
+            self._put(data, oid, body)
             self.store.note_binary(oid, data)
         racy = st.st_mtime_ns >= self.fs_now_ns
         self._remember(rel_path, (FILE, -1 if racy else st.st_size, st.st_mtime_ns, st.st_ctime_ns,
                                   st.st_ino, perm, oid))
         return Entry(FILE, perm, oid, len(data))
 
-    def _read(self, dfd: int, name: str, rel_path: str):
-        """The file's bytes and the fstat they belong to; None if unreadable or never still.
 
-        A write that starts during the read changes the file's times (checked by an fstat
-        before and after). One already under way when the read began does not: the kernel
-        sets the times when write(2) starts, then copies the data, so a read alongside the
-        copy can get a mix of old and new pages that the file never held at any instant.
-        A file written moments ago (HOT_NS) is therefore read twice: the same bytes and the
-        same fstat both times means each page held that content from the end of the first
-        read to the start of the second, so the bytes are the file as it was at one
-        instant. Otherwise it is read again, and after _READ_TRIES it is reported as
-        changing (and never stored half-written)."""
-        for _ in range(_READ_TRIES):
-            try:
-                fd = os.open(name, _OPEN_FILE, dir_fd=dfd)
-            except FileNotFoundError:
-                return None
-            except OSError as e:
-                self.stats.unreadable.append((rel_path, e.strerror or str(e)))
-                self.protected.add(rel_path)
-                return None
-            try:
-                before = os.fstat(fd)
-                if not S.S_ISREG(before.st_mode):
-                    self.stats.special.append((rel_path, _special_kind(before.st_mode)))
-                    self.protected.add(rel_path)
-                    return None
-                data = read_fd(fd)
-                after = os.fstat(fd)
-                still = _same(before, after) and len(data) == after.st_size
-                if still and after.st_mtime_ns >= self.hot_since:
-                    os.lseek(fd, 0, os.SEEK_SET)
-                    still = read_fd(fd) == data and _same(after, os.fstat(fd))
-            except OSError as e:
-                self.stats.unreadable.append((rel_path, e.strerror or str(e)))
-                self.protected.add(rel_path)
-                return None
-            finally:
-                os.close(fd)
-            if still:
-                return data, after
-        self.stats.changing.append(rel_path)
-        self.protected.add(rel_path)
-        return None
+class _Dir:
+    """A directory being walked; in a parallel scan, one whose tree waits for files in flight
+    (`waiting`: its files and subdirectories not back yet), held open by `fd`."""
+    __slots__ = ("tree", "rel", "waiting", "walked", "parent", "name", "mode", "fd", "oid")
+
+    def __init__(self, tree: Tree, rel: str):
+        self.tree, self.rel = tree, rel
+        self.waiting = 0
+        self.walked = False
+        self.parent: _Dir | None = None
+        self.name, self.mode, self.fd, self.oid = "", 0, None, ""
 
 
 class _Unreadable(Exception):
     pass
-
-
-def _same(a: os.stat_result, b: os.stat_result) -> bool:
-    return a.st_mtime_ns == b.st_mtime_ns and a.st_ctime_ns == b.st_ctime_ns and a.st_size == b.st_size
-
-
-def _special_kind(mode: int) -> str:
-    if S.S_ISFIFO(mode):
-        return "fifo"
-    if S.S_ISSOCK(mode):
-        return "socket"
-    if S.S_ISCHR(mode) or S.S_ISBLK(mode):
-        return "device"
-    return "special file"
 
 
 def scan_dirty(root: str, store: Store, cache, fs_now_ns: int, old_root: str, load,
@@ -348,20 +406,31 @@ def scan_dirty(root: str, store: Store, cache, fs_now_ns: int, old_root: str, lo
 
 def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None = None,
          fs_now_ns: int = 0, max_size: int = MAX_FILE_SIZE, progress=None,
-         damaged: set[str] | frozenset[str] = frozenset()) -> ScanResult:
+         damaged: set[str] | frozenset[str] = frozenset(),
+         parallel_after: int | None = PARALLEL_AFTER) -> ScanResult:
     """Walk `root`. With a store, every blob and tree is staged in it and cache updates are
     returned; without one, nothing is written (a read-only look at the working tree).
     `damaged`: ids whose stored copy is known bad: never trusted from the cache, and
-    written afresh (`ScanResult.mended` names those)."""
+    written afresh (`ScanResult.mended` names those). Files to read past `parallel_after`
+    are read on reader threads (None: never)."""
     scanner = _Scanner(root, store, cache or {}, fs_now_ns, max_size)
     scanner.damaged = damaged
     scanner.progress = progress
+    scanner.parallel_after = parallel_after
     if progress is not None:
         progress("files read", 0, 0)
     rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         oid = scanner.scan_dir(rfd, "", IgnoreRules.for_root(root))
+        if scanner.pipeline is not None:
+            scanner.pipeline.drain()
+        if isinstance(oid, _Dir):
+            oid = oid.oid
     finally:
+        if scanner.pipeline is not None:
+            scanner.pipeline.close()          # no reader uses a directory past this point
+            for node in scanner.held:
+                os.close(node.fd)
         os.close(rfd)
     removed = set()
     if store is not None:

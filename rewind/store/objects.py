@@ -102,6 +102,7 @@ class Store:
         self._held: dict[str, bytes] = {}       # the batch's first objects, while it may stay small
         self._loose_tmps: list[str] = []        # staging files written by flush
         self._pack = None                       # pack.PackWriter: this batch's pack, once it is not small
+        self._shards: frozenset[str] | None = None   # objects/<2 hex> dirs when the pack began
         self._packset = None                    # pack.PackSet: the packs on disk, opened as reads need them
         self._binary: dict[str, bool] = {}       # id -> a NUL in its first 8 KB, for blobs seen whole
         self.found_damaged: dict[str, str] = {}  # id -> problem, found by this process's reads
@@ -126,18 +127,34 @@ class Store:
         return loose_path(self.objects, oid)
 
     # -- writing ---------------------------------------------------------------------
-    def put(self, data: bytes, oid: str | None = None) -> str:
-        """Stage `data`; returns its id. The object is durable after `flush()`."""
+    def wanted(self, oid: str) -> bool:
+        """Whether `put` would write this object (not staged, no loose copy): a scan's reader
+        threads compress only what is wanted. A hint: `put` checks again."""
+        if oid in self._staged:
+            return False
+        return not self._may_be_loose(oid) or not os.path.exists(loose_path(self.objects, oid))
+
+    def _may_be_loose(self, oid: str) -> bool:
+        """False when the batch's pack began with no objects/<2 hex> dir for it: a first
+        snapshot then spends no failed utime per object. A shard made since by another
+        process only costs a second copy in the pack, never a reuse without a refresh."""
+        shards = self._shards
+        return shards is None or oid[:2] in shards
+
+    def put(self, data: bytes, oid: str | None = None, body: bytes | None = None) -> str:
+        """Stage `data`; returns its id. The object is durable after `flush()`. `body`:
+        `encode(data)`, when another thread has made it already."""
         if oid is None:
             oid = digest_of(data)
         if oid in self._staged:
             return oid
         final = self.path(oid)
-        try:
-            os.utime(final)  # reuse: refresh mtime (gc sweeps under the store lock, which callers hold)
-            return oid
-        except FileNotFoundError:
-            pass
+        if self._may_be_loose(oid):
+            try:
+                os.utime(final)  # reuse: refresh mtime (gc sweeps under the store lock, which callers hold)
+                return oid
+            except FileNotFoundError:
+                pass
         if self._pack is None and len(self._held) < SMALL_BATCH:
             self._held[oid] = data
             self._staged[oid] = _HELD
@@ -146,16 +163,20 @@ class Store:
             from rewind.store.pack import PackWriter
             ensure_private_dir(self.tmp)
             self._pack = PackWriter(self.tmp)
+            try:
+                self._shards = frozenset(n for n in os.listdir(self.objects) if len(n) == 2)
+            except FileNotFoundError:
+                self._shards = frozenset()
             held, self._held = self._held, {}
             for hoid, hdata in held.items():
                 self._staged[hoid] = _PACKED
                 self._pack.append(hoid, encode(hdata))
         self._staged[oid] = _PACKED
-        if len(self._staged) > _ASYNC_AFTER and len(data) >= _ASYNC_MIN:
+        if body is None and len(self._staged) > _ASYNC_AFTER and len(data) >= _ASYNC_MIN:
             self._writers().submit(data, oid)
         else:
             try:
-                self._write(data, oid)
+                self._pack.append(oid, encode(data) if body is None else body)
             except BaseException:
                 del self._staged[oid]
                 raise
@@ -222,6 +243,7 @@ class Store:
         self._held.clear()
         self._loose_tmps.clear()
         self._staged.clear()
+        self._shards = None
 
     def mend(self, oid: str, data: bytes) -> None:
         """Write a whole loose copy of an object whose stored copy is damaged or missing (the
@@ -252,6 +274,7 @@ class Store:
         self._loose_tmps.clear()
         self._held.clear()
         self._staged.clear()
+        self._shards = None
 
     # -- reading ---------------------------------------------------------------------
     def note_binary(self, oid: str, data: bytes) -> None:

@@ -29,6 +29,7 @@ BSEARCHES = 64           # index into a dict only after this many finds and coun
 MAGIC, END = b"RWPACK1\n", b"RWPKEND\n"
 REC = 48                 # index record: 32-byte id, 8-byte offset, 8-byte length
 TRAILER = 24             # index offset, count, END
+_WRITE_AT = 1 << 20      # a pack being written gathers small bodies up to this much per write(2)
 
 
 def pack_size(lengths) -> int:
@@ -47,31 +48,58 @@ class PackWriter:
         self.lock = threading.Lock()         # the background writers append too
         self.offset = len(MAGIC)
         self.index: dict[str, int] = {}      # id -> offset << 32 | length (one int: memory)
-        write_all(self.fd, MAGIC)
+        self.pending: list[bytes] = [MAGIC]  # bodies not yet written: one write(2) for many
+        self.pending_bytes = len(MAGIC)
 
     def append(self, oid: str, body: bytes) -> None:
         with self.lock:
             if len(body) >= 1 << 32:
                 raise ValueError("an object of 4 GB or more")     # MAX_FILE_SIZE keeps far below
-            write_all(self.fd, body)
+            self.pending.append(body)
+            self.pending_bytes += len(body)
             self.index[oid] = self.offset << 32 | len(body)
             self.offset += len(body)
+            if self.pending_bytes >= _WRITE_AT or len(self.pending) >= 512:
+                self._write_pending()
+
+    def _write_pending(self) -> None:
+        if not self.pending:
+            return
+        pending, self.pending, self.pending_bytes = self.pending, [], 0
+        done = os.writev(self.fd, pending)         # no copy of the bodies into one buffer
+        for body in pending:
+            if done >= len(body):
+                done -= len(body)
+                continue
+            write_all(self.fd, memoryview(body)[done:])   # a short write: the rest one by one
+            done = 0
 
     def read(self, oid: str) -> bytes:
         v = self.index[oid]
+        if self.pending:
+            with self.lock:
+                self._write_pending()
         return os.pread(self.fd, v & 0xFFFFFFFF, v >> 32)
 
     def finish(self, packs_dir: str) -> str:
-        """Index and trailer, fsync, rename into objects/pack/, fsync that directory. Returns the name."""
-        ids = sorted(self.index)         # hex order is byte order
-        index = self.index
-        for i in range(0, len(ids), 4096):   # in chunks: a 100,000-object index is 4.8 MB
-            write_all(self.fd, b"".join(bytes.fromhex(oid) + (index[oid] >> 32).to_bytes(8, "big")
-                                        + (index[oid] & 0xFFFFFFFF).to_bytes(8, "big")
-                                        for oid in ids[i:i + 4096]))
-        write_all(self.fd, self.offset.to_bytes(8, "big") + len(ids).to_bytes(8, "big") + END)
-        os.fsync(self.fd)
-        os.close(self.fd)
+        """Index and trailer, fsync, rename into objects/pack/, fsync that directory. Returns the
+        name. A failure before the rename (a full disk: the last bodies are written here)
+        removes the temporary file: the caller has let go of this writer already."""
+        try:
+            self._write_pending()
+            ids = sorted(self.index)         # hex order is byte order
+            index = self.index
+            for i in range(0, len(ids), 4096):   # in chunks: a 100,000-object index is 4.8 MB
+                write_all(self.fd, b"".join(bytes.fromhex(oid) + (index[oid] >> 32).to_bytes(8, "big")
+                                            + (index[oid] & 0xFFFFFFFF).to_bytes(8, "big")
+                                            for oid in ids[i:i + 4096]))
+            write_all(self.fd, self.offset.to_bytes(8, "big") + len(ids).to_bytes(8, "big") + END)
+            os.fsync(self.fd)
+        except BaseException:
+            self.abort()
+            raise
+        fd, self.fd = self.fd, -1
+        os.close(fd)
         name = f"{clock.wall_ns():020d}-{os.urandom(6).hex()}.pack"   # names sort oldest first
         ensure_private_dir(packs_dir)
         os.replace(self.path, os.path.join(packs_dir, name))
@@ -79,10 +107,12 @@ class PackWriter:
         return name
 
     def abort(self) -> None:
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        fd, self.fd = self.fd, -1          # once: a second close could hit a reused number
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         try:
             os.unlink(self.path)
         except FileNotFoundError:

@@ -7,7 +7,7 @@ ASYNC_THREADS = 2
 ASYNC_BYTES = 16 << 20   # at most this much data waiting for the writers (peak memory)
 
 
-def _fixed_mmap_threshold() -> None:
+def fix_mmap_threshold() -> None:
     """glibc raises its mmap threshold each time a large block is freed, so buffers read on
     one thread and freed on another pile up in the heap: a first snapshot of 100,000 files
     peaked at 320 MB with the writers, 123 MB with the threshold fixed at 64 KB."""
@@ -26,7 +26,7 @@ class Writers:
 
     def __init__(self, write):
         import threading
-        _fixed_mmap_threshold()
+        fix_mmap_threshold()
         self.write = write
         self.cond = threading.Condition()
         self.items: list[tuple[bytes, str]] = []     # (data, tmp path or the id of a packed one)
