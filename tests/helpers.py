@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import threading
 import stat
 import subprocess
 import sys
@@ -123,3 +125,26 @@ def on_a_terminal(args, cwd, env, stderr_only: bool = False) -> tuple[int, str]:
     proc.wait(timeout=60)
     os.close(master)
     return proc.returncode, b"".join(chunks).decode(errors="replace")
+
+
+@contextlib.contextmanager
+def rewritten_in_place(path, a: bytes, b: bytes):
+    """While inside: a thread rewrites `path` with `a`, then `b`, again and again, in place and
+    in two writes (not atomic: torn on purpose), as an editor or a build can."""
+    stop = threading.Event()
+    half = len(a) // 2
+
+    def churn():
+        while not stop.is_set():
+            for data in (a, b):
+                with open(path, "r+b") as f:
+                    f.write(data[:half])
+                    f.flush()
+                    f.write(data[half:])
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import rewritten_in_place
 from rewind.capture.pipeline import AHEAD_BYTES, Pipeline
 from rewind.capture.scan import scan
 from rewind.store.objects import Store, loose_path
@@ -226,22 +227,8 @@ def test_a_file_rewritten_while_read_on_a_reader_thread_is_never_stored_torn(tmp
         write(str(root), f"d{i % 5}/f{i}.txt", f"calm {i}")
     a, b = b"A" * 4_000_000, b"B" * 4_000_000
     write(str(root), "d2/busy.bin", a)
-    stop = threading.Event()
-
-    def churn():
-        while not stop.is_set():
-            for data in (a, b):
-                with open(root / "d2/busy.bin", "r+b") as f:
-                    f.write(data[:2_000_000])
-                    f.flush()
-                    f.write(data[2_000_000:])
-    t = threading.Thread(target=churn)
-    t.start()
-    try:
+    with rewritten_in_place(root / "d2/busy.bin", a, b):
         results = [scanned(root, 0, tmp_path / f"h{i}") for i in range(4)]
-    finally:
-        stop.set()
-        t.join()
     for result, store in results:
         e = result.trees[result.trees[result.root]["d2"].oid].get("busy.bin")
         if e is None:

@@ -9,13 +9,12 @@ import shutil
 import socket
 import stat
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, fingerprint, project, run_rewind, write
+from helpers import REWIND, fingerprint, project, rewritten_in_place, run_rewind, write
 from rewind.store.objects import Store, digest_of
 
 ROOT = os.geteuid() == 0
@@ -141,22 +140,8 @@ def test_a_file_that_changes_while_being_read_is_never_stored_torn(tmp_path):
     a, b = b"A" * 4_000_000, b"B" * 4_000_000
     write(root, "busy.bin", a)
     write(root, "calm.txt", "calm")
-    stop = threading.Event()
-
-    def churn():
-        while not stop.is_set():
-            for data in (a, b):
-                with open(root / "busy.bin", "r+b") as f:   # in place, not atomic: torn on purpose
-                    f.write(data[:2_000_000])
-                    f.flush()
-                    f.write(data[2_000_000:])
-    t = threading.Thread(target=churn)
-    t.start()
-    try:
+    with rewritten_in_place(root / "busy.bin", a, b):   # in place, not atomic: torn on purpose
         results = [run_rewind("save", cwd=root, check=0) for _ in range(4)]
-    finally:
-        stop.set()
-        t.join()
     proj = project(root)
     from rewind.capture.snapshot import TreeLoader
     torn = 0
