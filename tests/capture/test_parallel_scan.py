@@ -176,13 +176,17 @@ def test_a_file_that_changes_kind_between_the_walk_and_the_read(tmp_path, swap):
 
         def progress(phase, done, total, root=root, files=files):
             if done == 512:
-                for rel in files:
+                for rel in files:      # swapped by a rename: a reader thread never sees it absent
                     path = os.path.join(root, rel)
-                    os.unlink(path)
+                    if swap == "gone":
+                        os.unlink(path)
+                        continue
+                    tmp = os.path.join(root, "swap.tmp")
                     if swap == "symlink":
-                        os.symlink("elsewhere", path)
-                    elif swap == "fifo":
-                        os.mkfifo(path)
+                        os.symlink("elsewhere", tmp)
+                    else:
+                        os.mkfifo(tmp)
+                    os.rename(tmp, path)
         result, store = scanned(root, after, tmp_path / f"home-{after}", progress=progress)
         problems = {"symlink": result.stats.unreadable, "fifo": result.stats.special, "gone": []}[swap]
         why = dict(problems)
