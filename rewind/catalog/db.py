@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 from rewind.catalog.checkpoints import CheckpointsMixin
 from rewind.catalog.marks import MarksMixin
+from rewind.catalog.pending import PendingMixin
 from rewind.catalog.sessions import SessionsMixin
 from rewind.catalog.statcache import StatCacheMixin
 from rewind.catalog.watch import WatchMixin
@@ -31,7 +32,7 @@ from rewind.errors import SchemaTooNew
 BUSY_TIMEOUT_S = 30
 
 
-class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, WatchMixin):
+class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, WatchMixin, PendingMixin):
     def __init__(self, home: str):
         self.home = home
         self.path = os.path.join(home, CATALOG_NAME)
@@ -96,7 +97,7 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
         n = self.count(project_id)
         for table in ("checkpoints", "changes", "observations", "preimages", "restores", "windows",
                       "sessions", "project_state", "statcache", "watch_events", "watch_cookies",
-                      "hook_counts"):
+                      "hook_counts", "pending_checkpoints", "pending_edits"):
             self.db.execute(f"DELETE FROM {table} WHERE project_id=?", (project_id,))
         return n
 
@@ -114,7 +115,8 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
                     f"SELECT project_id, number, tree FROM checkpoints{where}", args).fetchall(),
                 "last_trees": [r[0] for r in self.db.execute(
                     f"SELECT last_tree FROM project_state{where}", args) if r[0]],
-                "preimages": [r[0] for r in self.db.execute(f"SELECT oid FROM preimages{where}", args)],
+                "preimages": [r[0] for r in self.db.execute(f"SELECT oid FROM preimages{where}", args)]
+                + [r[0] for r in self.db.execute(f"SELECT oid FROM pending_edits{where}", args) if r[0]],
                 "cached": self.db.execute(f"SELECT kind, oid FROM statcache{where}", args).fetchall(),
             }
         finally:

@@ -196,6 +196,39 @@ MIGRATIONS = [
         fallback_ns INTEGER
     );
     """,
+    # 5: the first prompt does not wait for the first snapshot (issue 18): a prompt that
+    # comes while the watcher's first scan runs is recorded at once as pending and
+    # completed by that scan; what the agent's edit tools found before they wrote meanwhile
+    """
+    ALTER TABLE watchers ADD COLUMN baseline_ns INTEGER;
+    CREATE TABLE pending_checkpoints (
+        project_id INTEGER NOT NULL,
+        number INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        created_ns INTEGER NOT NULL,
+        message TEXT,
+        agent TEXT,
+        session_id TEXT,
+        prompt_id TEXT,
+        prompt_source TEXT,
+        transcript_path TEXT,
+        git_head TEXT,
+        git_branch TEXT,
+        PRIMARY KEY (project_id, number)
+    ) WITHOUT ROWID;
+    CREATE TABLE pending_edits (
+        project_id INTEGER NOT NULL,
+        path BLOB NOT NULL,
+        kind TEXT NOT NULL,
+        mode INTEGER,
+        oid TEXT,
+        size INTEGER,
+        tool TEXT,
+        session_id TEXT,
+        ts INTEGER NOT NULL
+    );
+    """,
 ]
 
 
