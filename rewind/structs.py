@@ -57,6 +57,7 @@ def _build(cls, frozen: bool):
     exec(src, env)
     cls.__init__ = env["__init__"]
     cls.__match_args__ = tuple(names)
+    cls._fields = tuple(names)
     fields = tuple(names)
 
     def __repr__(self):
@@ -81,3 +82,8 @@ def dataclass(cls=None, *, frozen: bool = False):
     if cls is None:
         return lambda c: _build(c, frozen)
     return _build(cls, frozen)
+
+
+def replace(obj, **changes):
+    """A copy of `obj` (one of these dataclasses) with `changes`."""
+    return type(obj)(**{**{n: getattr(obj, n) for n in obj._fields}, **changes})

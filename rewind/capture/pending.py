@@ -85,11 +85,11 @@ def note_edit(project: Project, rel: str, full: str, data: bytes | None, oid: st
                                          session_id, clock.wall_ns())
 
 
-def settle(project: Project, number: int, timeout_s: float, tick=None) -> Checkpoint | None:
+def settle(project: Project, number: int, timeout_s: float, tick=None, wait_only: bool = False) -> Checkpoint | None:
     """Wait until pending checkpoint `number` is complete and return it; None if it is not
     within `timeout_s` (or is no longer pending: never was, or dropped). While the watcher's
     first scan runs, the watcher completes it; otherwise this process does, under the
-    project lock (`working_copy.locked` completes what is pending)."""
+    project lock (`working_copy.locked` completes what is pending), unless `wait_only`."""
     from rewind.capture.working_copy import locked
     from rewind.errors import StoreLocked
     catalog = project.catalog
@@ -103,7 +103,7 @@ def settle(project: Project, number: int, timeout_s: float, tick=None) -> Checkp
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        if not catalog.baseline_running(project.id, clock.wall_ns()):
+        if not wait_only and not catalog.baseline_running(project.id, clock.wall_ns()):
             try:
                 with locked(project, max(0.5, min(left, 5.0))):
                     pass
@@ -112,4 +112,222 @@ def settle(project: Project, number: int, timeout_s: float, tick=None) -> Checkp
             continue
         if tick is not None:
             tick()
-        time.sleep(SETTLE_POLL_S)
+        time.sleep(min(SETTLE_POLL_S, max(0.005, left / 10)))
+
+
+# -- completing ------------------------------------------------------------------------
+
+def entry_at(load, root: str | None, path: str):
+    """The entry at `path` in tree `root`, or None."""
+    from rewind.store.tree import DIR
+    if not root:
+        return None
+    tree = load(root)
+    parts = path.split("/")
+    for part in parts[:-1]:
+        e = tree.get(part)
+        if e is None or e.kind != DIR:
+            return None
+        tree = load(e.oid)
+    return tree.get(parts[-1])
+
+
+def files_under(load, entry) -> list[str]:
+    """The relative paths of every non-directory entry below directory `entry`."""
+    from rewind.store.tree import DIR
+    out, stack = [], [("", entry.oid)]
+    while stack:
+        prefix, oid = stack.pop()
+        for name, e in load(oid).items():
+            if e.kind == DIR:
+                stack.append((prefix + name + "/", e.oid))
+            else:
+                out.append(prefix + name)
+    return out
+
+
+def patch_tree(store, load, root: str, patch: dict) -> str:
+    """Tree `root` with `patch` applied (path -> Entry, or None to remove it; a path set
+    whole wins over patches below it). New tree objects go to `store` (flushed by the caller)."""
+    from rewind.store.tree import DIR, Entry, tree_id
+
+    def build(oid: str | None, changes: dict) -> str:
+        tree = dict(load(oid)) if oid else {}
+        below: dict[str, dict] = {}
+        for path, entry in changes.items():
+            head, sep, rest = path.partition("/")
+            if not sep:
+                if entry is None:
+                    tree.pop(head, None)
+                else:
+                    tree[head] = entry
+            else:
+                below.setdefault(head, {})[rest] = entry
+        for name, sub in below.items():
+            if name in changes:
+                continue
+            cur = tree.get(name)
+            base = cur.oid if cur is not None and cur.kind == DIR else None
+            if base is None and all(v is None for v in sub.values()):
+                continue
+            tree[name] = Entry(DIR, cur.mode if base is not None else 0o755, build(base, sub), 0)
+        new, data = tree_id(tree)
+        store.put(data, new)
+        load.cache[new] = tree
+        return new
+
+    return build(root, patch) if patch else root
+
+
+def tree_at(load, now_root: str, first_root: str | None, first_done_seq: int | None, at_ns: int,
+            events: dict[str, list], edits: dict[str, list]) -> tuple[dict, list[str]]:
+    """(the patch that turns the tree now into the tree at `at_ns`, the paths whose content
+    then is not known). `first_root`: the first scan's tree, and `first_done_seq` the event
+    seq the watcher had reached when it had read everything (None: no such scan);
+    `events`: path -> [(seq, kind, ts)] since the first scan began, oldest first; `edits`:
+    path -> [(kind, mode, oid, size, ts)] the edit tools' pre-states, oldest first."""
+    from rewind.store.tree import DIR, Entry
+    patch: dict = {}
+    unknown: list[str] = []
+    created_dirs: list[str] = []
+    for path in sorted(set(events) | set(edits)):
+        if not path or path.startswith("\0"):
+            continue
+        seen = events.get(path, [])
+        post = [e for e in seen if e[2] > at_ns]
+        edit = next((e for e in edits.get(path, []) if e[4] > at_ns), None)
+        now = entry_at(load, now_root, path)
+        if edit is None and now is not None and now.kind == DIR:
+            if any(kind == "c" for _, kind, _ in post):
+                created_dirs.append(path)
+            continue             # a directory's own events: its entries report themselves
+        if edit is not None:
+            kind, mode, oid, size, ts = edit
+            if kind == "?":
+                unknown.append(path)
+                continue
+            patch[path] = None if kind == "-" else Entry(kind, mode, oid, size)
+            if any(e[2] < ts for e in post):
+                unknown.append(path)             # changed between the prompt and the tool
+            continue
+        if not post:
+            continue                             # as it is now
+        if first_root is not None and first_done_seq is not None and all(e[0] > first_done_seq for e in seen):
+            patch[path] = entry_at(load, first_root, path)   # untouched while the first scan read
+            continue
+        unknown.append(path)
+        if first_root is not None and len(post) == len(seen):
+            patch[path] = entry_at(load, first_root, path)   # read before or after the change: a guess
+    for path in created_dirs:
+        now = entry_at(load, now_root, path)
+        inside = files_under(load, now)
+        if all(patch.get(f"{path}/{f}", 0) is None for f in inside):
+            patch[path] = None                   # made for what an edit tool wrote after the prompt
+        elif not any(f"{path}/{f}" in events for f in inside):
+            unknown.append(path)                 # moved in whole after the prompt
+    return patch, unknown
+
+
+def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | None = None) -> list[int]:
+    """Complete the project's pending checkpoints (under the project lock, `wc`): each gets
+    the tree as it was at its prompt, then the tree now is committed as the last scan.
+    `by`: "watcher" (right after its first scan: `first_root`, `first_done_seq`) or "hook"
+    (a watcher died or failed: whoever holds the lock next). Returns their numbers."""
+    from rewind.capture import dirty as dirtymod
+    from rewind.capture.attribution import attribute_segment
+    from rewind.capture.scan import ScanResult
+    from rewind.capture.working_copy import Commit, Scan
+    from rewind.diff import change_rows, diff_trees
+    from rewind.structs import replace
+    project = wc.project
+    catalog, store = project.catalog, project.store
+    pend = catalog.pending(project.id)
+    if not pend:
+        return []
+    if by == "hook":
+        watcher = catalog.watcher(project.id)
+        with catalog.transaction():
+            catalog.db.execute("UPDATE watchers SET baseline_ns=NULL WHERE project_id=?", (project.id,))
+        stopped_ns = (watcher or {}).get("heartbeat_ns")
+    state = catalog.scan_state(project.id)
+    raw_events = catalog.events_seq(project.id, state.get("consumed_seq") or 0)
+    raw_edits = catalog.pending_edits(project.id)
+    scanned = wc.scan(Scan.auto())               # the tree now
+    upto = scanned.plan.upto
+    load, now_root = scanned.load, scanned.result.root
+    events: dict[str, list] = {}
+    lost = False
+    for seq, path, kind, ts, writer in raw_events:
+        if seq > upto:
+            break
+        if kind == dirtymod.ANCHOR:
+            lost = lost or path in ("", "\0marker")
+        events.setdefault(path, []).append((seq, kind, ts))
+    edits: dict[str, list] = {}
+    for path, kind, mode, oid, size, _tool, _sid, ts in raw_edits:
+        edits.setdefault(path, []).append((kind, mode, oid, size, ts))
+    writers = {seq: (path, kind, ts, writer) for seq, path, kind, ts, writer in raw_events if seq <= upto}
+    trees = []
+    for p in pend:
+        patch, unknown = tree_at(load, now_root, first_root, first_done_seq, p.created_ns, events, edits)
+        trees.append((p, patch_tree(store, load, now_root, patch), sorted(set(unknown))))
+    store.flush()
+    done_ns = clock.wall_ns()
+    note = None
+    if by == "hook":
+        note = ("completed by a later hook: the watcher stopped during its first scan"
+                + (f" ({iso(stopped_ns)})" if stopped_ns else "")
+                + "; a change from outside the agent after that is in this checkpoint as if made before the prompt")
+    if lost:
+        note = ((note + "; ") if note else "") + "the watcher lost events during its first scan"
+
+    def events_between(lo: int, hi: int | None) -> dict:
+        out: dict = {}
+        for path, kind, ts, writer in writers.values():
+            if ts > lo and (hi is None or ts <= hi) and kind != dirtymod.ANCHOR:
+                prev = out.get(path)
+                out[path] = (("c" if (kind == "c" or (prev and prev[0] == "c")) else "m"), ts, writer)
+        return out
+
+    numbers = []
+    last_ns = state["last_scan_ns"] or 0
+    for p, root, unknown in trees:
+        st = catalog.scan_state(project.id)
+        prev_tree = st["last_tree"] or (catalog.latest(project.id, hidden=True).tree
+                                        if catalog.latest(project.id, hidden=True) else None)
+        segment = []
+        if prev_tree and prev_tree != root:
+            segment = change_rows(list(diff_trees(load, prev_tree, root)))
+            attribute_segment(project, segment, st["last_scan_ns"] or 0, None,
+                              events_between(last_ns, p.created_ns) if by == "watcher" or writers else None,
+                              st["scan_start_ns"] or None)
+        stats = dict(scanned.stats, first_scan={
+            "pending_ns": p.created_ns, "completed_ns": done_ns, "by": by, "changed_outside": unknown[:100],
+            "changed_outside_count": len(unknown), "events_lost": lost, "note": note})
+        result = ScanResult(root=root, trees={}, stats=scanned.result.stats, protected=set(),
+                            hardlinks=scanned.result.hardlinks)
+        virtual = replace(scanned, request=Scan("touched", touched={}),
+                          plan=dirtymod.ScanPlan(True, None, {}, st["consumed_seq"] or 0, None), state=st,
+                          result=result, stats=stats, segment=segment, prev=catalog.latest(project.id, hidden=True),
+                          scan_start=st["scan_start_ns"] or 0, stamp=p.created_ns)
+        wc.commit(virtual, Commit(p.kind, settings=config_load(project), pending=p))
+        numbers.append(p.number)
+        last_ns = p.created_ns
+    # the tree now, as the last scan: its changes since the last prompt are the next checkpoint's
+    st = catalog.scan_state(project.id)
+    segment = []
+    if st["last_tree"] != now_root:
+        segment = change_rows(list(diff_trees(load, st["last_tree"], now_root)))
+        attribute_segment(project, segment, last_ns, None,
+                          events_between(last_ns, None) if writers else None, st["scan_start_ns"] or None)
+    final = replace(scanned, state=dict(scanned.state, last_scan_ns=st["last_scan_ns"]), segment=segment,
+                    prev=catalog.latest(project.id, hidden=True))
+    with catalog.transaction():
+        catalog.clear_pending_edits(project.id)
+    wc.commit(final)
+    return numbers
+
+
+def config_load(project: Project):
+    from rewind import config
+    return config.load_quietly(project.root)

@@ -90,6 +90,7 @@ class Commit:
     meta: dict | None = None
     restore_target: int | None = None
     settings: object = config.LOAD
+    pending: object = None                  # a pending checkpoint (pending.py) this completes: its number and time
 
 
 @dataclass
@@ -195,12 +196,20 @@ class WorkingCopy:
             settings = checkpoint.settings
             if settings is config.LOAD:
                 settings = config.load_quietly(project.root)
-            head, branch = git_state(project.root)
-            created = now_ns()
-            cp = Checkpoint(project_id=project.id, number=0, kind=checkpoint.kind, created_at=iso(created),
-                            created_ns=created, tree=result.root, message=checkpoint.message, git_head=head,
-                            git_branch=branch, restore_target=checkpoint.restore_target,
-                            stats=scanned.stats, **(checkpoint.meta or {}))
+            if checkpoint.pending is not None:
+                p = checkpoint.pending
+                cp = Checkpoint(project_id=project.id, number=p.number, kind=p.kind, created_at=p.created_at,
+                                created_ns=p.created_ns, tree=result.root, message=p.message, agent=p.agent,
+                                session_id=p.session_id, prompt_id=p.prompt_id, prompt_source=p.prompt_source,
+                                transcript_path=p.transcript_path, git_head=p.git_head, git_branch=p.git_branch,
+                                stats=scanned.stats)
+            else:
+                head, branch = git_state(project.root)
+                created = now_ns()
+                cp = Checkpoint(project_id=project.id, number=0, kind=checkpoint.kind, created_at=iso(created),
+                                created_ns=created, tree=result.root, message=checkpoint.message, git_head=head,
+                                git_branch=branch, restore_target=checkpoint.restore_target,
+                                stats=scanned.stats, **(checkpoint.meta or {}))
         rows: list[ChangeRow] = []
         unknown = None
         if cp is not None and prev is not None:
@@ -226,7 +235,10 @@ class WorkingCopy:
                     if git_moved(prev, cp):
                         source = default_source(project, catalog.open_windows(project.id), last_ns)
                         rows.append(git_row(prev, cp.git_head, cp.git_branch, source))
-                cp.number = catalog.allocate_number(project.id)
+                if checkpoint.pending is not None:
+                    catalog.drop_pending(project.id, cp.number)     # its number was taken at the prompt
+                else:
+                    cp.number = catalog.allocate_number(project.id)
                 catalog.insert_checkpoint(cp)
                 if prev is not None:
                     catalog.insert_changes(project.id, prev.number, rows)
@@ -255,9 +267,19 @@ class WorkingCopy:
 
 @contextmanager
 def locked(project: Project, timeout: float = 30.0):
-    """The project's working copy, under its lock (`StoreLocked` after `timeout` seconds)."""
+    """The project's working copy, under its lock (`StoreLocked` after `timeout` seconds).
+    Pending checkpoints a watcher left (it died during its first scan, or failed to
+    complete them) are completed first: whoever holds the lock next does it (pending.py)."""
     with project_lock(project.home, project.id, timeout=timeout):
-        yield WorkingCopy(project)
+        wc = WorkingCopy(project)
+        if project.catalog.has_pending(project.id):
+            from rewind.capture import pending
+            try:
+                pending.complete(wc, by="hook")
+            except Exception as e:
+                from rewind.log import log
+                log(f"{project.root}: pending checkpoints not completed", e)
+        yield wc
 
 
 def capture(project: Project, kind: str, *, message: str | None = None, meta: dict | None = None,

@@ -78,8 +78,8 @@ class PendingMixin:
         """Inside a transaction."""
         self.db.execute("DELETE FROM pending_edits WHERE project_id=?", (project_id,))
 
-    def events_seq(self, project_id: int, after: int) -> list[tuple[int, str, str, int]]:
-        """(seq, path, kind, ts) of the watcher's events after `after`, oldest first."""
-        return [(seq, os.fsdecode(p), k, ts) for seq, p, k, ts in self.db.execute(
-            "SELECT seq, path, kind, ts FROM watch_events WHERE project_id=? AND seq>? ORDER BY seq",
+    def events_seq(self, project_id: int, after: int) -> list[tuple[int, str, str, int, str | None]]:
+        """(seq, path, kind, ts, writer) of the watcher's events after `after`, oldest first."""
+        return [(seq, os.fsdecode(p), k, ts, w) for seq, p, k, ts, w in self.db.execute(
+            "SELECT seq, path, kind, ts, writer FROM watch_events WHERE project_id=? AND seq>? ORDER BY seq",
             (project_id, after))]

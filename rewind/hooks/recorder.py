@@ -21,17 +21,26 @@ from rewind.project import Project, open_catalog, resolve_root
 from rewind.store.objects import Store, digest_of
 
 
-def scan(project: Project, checkpoint: dict | None = None):
+def scan(project: Project, checkpoint: dict | None = None, timeout: float | None = None):
     """Scan the tree (the watcher's dirty set, or whole) and commit it; with `checkpoint`
     (the fields of a `Commit`), the checkpoint of it. Returns (checkpoint or None, the scan's
     time). The capture modules are imported here, when a scan is due: an edit tool's hooks
     never scan, and they (and the watcher's, through dirty) are most of a hook's imports."""
     from rewind.capture.working_copy import Commit, Scan, locked
-    with locked(project, SCAN_LOCK_TIMEOUT) as wc:
+    with locked(project, timeout or SCAN_LOCK_TIMEOUT) as wc:
         scanned = wc.scan(Scan.auto())
         return wc.commit(scanned, Commit(**checkpoint) if checkpoint else None), scanned.stamp
 
 SCAN_LOCK_TIMEOUT = 60.0
+SHELL_WAIT_S = 110.0          # a shell command's PreToolUse waits this long for the first scan (its hook timeout is 120 s)
+WATCHER_START_WAIT_S = 10.0   # a prompt waits this long for a starting watcher to begin its first scan
+PENDING_GRACE_S = 0.25        # and this long for a tree not known to be big to be completed at once
+
+
+class FirstScanRunning(Exception):
+    """A served shell PreToolUse while the watcher's first scan runs: it must wait for the
+    scan, and a served call must not hold the watcher's one serving slot that long (the
+    client does it itself)."""
 
 
 def _usable_dir(path: str | None) -> str | None:
@@ -85,7 +94,7 @@ def handle(ev: Event, pid: int | None = None, served_root: str | None = None, fa
             catalog.count_standalone_hook(project.id, fallback, clock.wall_ns())
         if not known:
             _register(project, ev)
-        note = _dispatch(project, ev, pid or os.getpid())
+        note = _dispatch(project, ev, pid or os.getpid(), served_root is not None)
         catalog.flush_riders()
         return note
     finally:
@@ -124,7 +133,30 @@ def _ensure_watcher(project: Project, settings) -> str:
     return "watcher started"
 
 
-def _dispatch(project: Project, ev: Event, pid: int) -> str:
+def _first_scan_running(project: Project, wait_for_start: bool = False) -> bool:
+    """Whether the watcher's first scan runs now (pending.py). With `wait_for_start`, a
+    watcher that is starting (its first scan not begun yet) is waited for a little."""
+    catalog = project.catalog
+    if catalog.baseline_running(project.id, clock.wall_ns()):
+        return True
+    if not wait_for_start:
+        return False
+    import time
+    from rewind.capture.dirty import STALE_S
+    deadline = time.monotonic() + WATCHER_START_WAIT_S
+    while time.monotonic() < deadline:
+        row = catalog.watcher(project.id)
+        if row is None or row["stopped_ns"] is not None or clock.wall_ns() - row["heartbeat_ns"] > STALE_S * 1e9:
+            return False
+        if row["ready_ns"] is not None and catalog.scan_state(project.id)["scan_start_ns"] >= row["ready_ns"]:
+            return False                 # its first scan is in
+        if catalog.baseline_running(project.id, clock.wall_ns()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> str:
     if ev.kind == "session_start":
         return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
     if ev.kind == "session_end":
@@ -137,23 +169,50 @@ def _dispatch(project: Project, ev: Event, pid: int) -> str:
         return "session ended"
     if ev.kind == "prompt":
         settings = config.load_quietly(project.root)
-        _ensure_watcher(project, settings)   # a watcher that died comes back (this scan is a full one)
+        started = _ensure_watcher(project, settings)   # a watcher that died comes back (this scan is a full one)
         meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
                 "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
         _close_windows(project, ev)
+        big = _big(project)
+        if _first_scan_running(project, wait_for_start=started != "watcher off" and big):
+            # the first prompt does not wait for the first snapshot: recorded now, completed by it
+            from rewind.capture import pending
+            number = pending.begin(project, "prompt", ev.prompt, meta)
+            if number is not None:
+                if not big and pending.settle(project, number, PENDING_GRACE_S, wait_only=True):
+                    return f"checkpoint {number}"     # a small tree's first scan was in right after
+                return f"checkpoint {number} pending"
         cp, _ = scan(project, dict(kind="prompt", message=ev.prompt, meta=meta, settings=settings))
         return f"checkpoint {cp.number}"
     if ev.kind == "stop":
         _close_windows(project, ev, ev.stop_scope)
+        if _first_scan_running(project):
+            return "turn closed (the first scan completes it)"
         scan(project)
         return "turn closed"
     if ev.kind == "file_edited":
         return _edited(project, ev)
     if ev.tool_kind == "shell":
-        return _shell(project, ev, pid)
+        return _shell(project, ev, pid, served)
     if ev.tool_kind == "edit":
         return _edit(project, ev)
     return "nothing to do"
+
+
+def _big(project: Project) -> bool:
+    """Whether the tree had over BIG_TREE files at the last scan: its first scan is worth
+    waiting a little for a starting watcher to begin, and not worth a grace period after."""
+    import json
+    state = project.catalog.scan_state(project.id)
+    if not state["last_tree"]:
+        return False
+    try:
+        return json.loads(state["last_stats"] or "{}").get("files", 0) >= BIG_TREE
+    except (ValueError, AttributeError):
+        return False
+
+
+BIG_TREE = 5000
 
 
 def _edited(project: Project, ev: Event) -> str:
@@ -177,14 +236,20 @@ def _edited(project: Project, ev: Event) -> str:
     return "; ".join(notes) or "no target"
 
 
-def _shell(project: Project, ev: Event, pid: int) -> str:
+def _shell(project: Project, ev: Event, pid: int, served: bool = False) -> str:
     """A shell window: opened after a scan (what came before is not the command's), closed
     before one (the scan's segment ends with it). Each is marked in the watcher's stream."""
     from rewind.capture.dirty import mark
     from rewind.capture.procs import hook_chain, last_pid
     catalog = project.catalog
     if ev.kind == "pre_tool":
-        _, stamp = scan(project)
+        timeout = SCAN_LOCK_TIMEOUT
+        if _first_scan_running(project):
+            # a command could write anywhere before the first scan has read it: it waits
+            if served:
+                raise FirstScanRunning()
+            timeout = SHELL_WAIT_S
+        _, stamp = scan(project, timeout=timeout)
         agent, chain = hook_chain(pid)
         with project.catalog.transaction():
             wid = catalog.open_shell_window(project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id,
@@ -197,7 +262,8 @@ def _shell(project: Project, ev: Event, pid: int) -> str:
             catalog.close_window(wid, clock.wall_ns(), ev.failed)
     if wid is not None:
         mark(project, f"close-{wid}")
-    scan(project)
+    if not _first_scan_running(project):
+        scan(project)
     return "shell window closed"
 
 
@@ -269,6 +335,7 @@ def _edit(project: Project, ev: Event) -> str:
         if ev.kind == "pre_tool":
             data = None if "symlink" in flags else _read_regular(full)
             latest = catalog.latest(project.id)
+            oid = None
             if data is not None:
                 # shared store lock from the put to the row: a concurrent gc cannot sweep it
                 with store_lock(project.home, timeout=SCAN_LOCK_TIMEOUT):
@@ -277,6 +344,10 @@ def _edit(project: Project, ev: Event) -> str:
                     with catalog.transaction():
                         catalog.add_preimage(project.id, latest.number if latest else None, rel,
                                              oid, ev.tool, ev.tool_use_id, ev.session_id, clock.wall_ns())
+            if catalog.has_pending(project.id):
+                # what the pending checkpoint puts back for this path (pending.py)
+                from rewind.capture import pending
+                pending.note_edit(project, rel, full, data, oid, ev.tool, ev.session_id)
             with catalog.transaction():
                 catalog.open_tool_window(project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id,
                                          ev.tool, rel, clock.wall_ns())

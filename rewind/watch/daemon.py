@@ -16,8 +16,9 @@ in the background it outlives the sessions that started it (an agent that starts
 per prompt would otherwise pay a full scan per prompt) and exits after an idle time, or
 when the project or rewind's data directory is gone.
 
-Once its first scan is in, it serves the project's hooks over a private socket (serve.py):
-a hook is then a thin client, and the event is recorded here, warm.
+It serves the project's hooks over a private socket (serve.py): a hook is then a thin
+client, and the event is recorded here, warm. Its first scan runs on a thread of its own;
+a prompt meanwhile does not wait for it (capture/pending.py).
 """
 
 from __future__ import annotations
@@ -252,13 +253,16 @@ class Watcher(ShellWindows):
             self.load_windows()                  # (if no event came first)
             ready = clock.wall_ns()
             self.heartbeat(self.catalog, ready_ns=ready)
-            self._baseline()
-            self.serve_hooks()
-            if self.on_ready is not None:
-                self.on_ready(self.group.watched if self.group is not None else 0)
+            self.serve_hooks()                   # from the start: a prompt during the first scan is pending
+            first = threading.Thread(target=self._baseline, name="rewind-first-scan", daemon=True)
+            first.start()
             next_beat = time.monotonic() + HEARTBEAT_S
             next_windows = 0.0
             while not self._pause(COMMAND_POLL_S if self.commands.active else FLUSH_S):
+                if first is not None and not first.is_alive():
+                    first = None
+                    if self.on_ready is not None:
+                        self.on_ready(self.group.watched if self.group is not None else 0)
                 if time.monotonic() >= next_windows:
                     next_windows = time.monotonic() + 1.0
                     self.refresh_windows()
@@ -308,15 +312,27 @@ class Watcher(ShellWindows):
         return self.stopping
 
     def _baseline(self) -> None:
-        """A full scan right after the watches are in place: the base every later
-        incremental scan builds on (the first snapshot of a big tree, off the hooks' time)."""
+        """A full scan right after the watches are in place, on its own thread while the
+        main loop flushes events and beats: the base every later incremental scan builds on
+        (the first snapshot of a big tree, off the hooks' time). A prompt meanwhile is
+        recorded as pending (capture/pending.py), completed here right after the scan."""
+        from rewind.capture import pending
+        from rewind.capture.dirty import sync
         from rewind.capture.working_copy import Scan, locked
         from rewind.project import open_project
         try:
             project = open_project(self.root, create=True)
             try:
                 with locked(project, 120.0) as wc:
-                    wc.commit(wc.scan(Scan.baseline()))
+                    cat = project.catalog
+                    cat.set_baseline(self.project_id, os.getpid(), clock.wall_ns())
+                    try:
+                        wc.commit(wc.scan(Scan.baseline()))
+                        first_root = cat.scan_state(self.project_id)["last_tree"]
+                        done_seq = sync(project, timeout=5.0)     # every event from before here is in
+                    finally:
+                        cat.set_baseline(self.project_id, os.getpid(), None)
+                    pending.complete(wc, by="watcher", first_root=first_root, first_done_seq=done_seq)
             finally:
                 project.close()
         except Exception as e:

@@ -188,7 +188,7 @@ class HookServer:
 
     def _serve(self, agent: str, cwd: str, pid: int, env: dict[str, str], data: bytes) -> str:
         from rewind.hooks import entry
-        from rewind.hooks.recorder import OtherProject
+        from rewind.hooks.recorder import FirstScanRunning, OtherProject
         with self.serve_lock:
             if self.closing or self.stopping():
                 return "fallback stopping"
@@ -197,6 +197,8 @@ class HookServer:
                 note = entry.run(call, served_root=self.root)
             except OtherProject:
                 return "fallback other-project"
+            except FirstScanRunning:
+                return "fallback first-scan"    # a shell command waits for it, in its own process
             except BaseException as e:         # as a standalone hook: logged, noted, the agent goes on
                 entry.failed(call, e)
                 note = "failed"
