@@ -39,6 +39,15 @@ from rewind.project import Project, git_state
 SETTLE_POLL_S = 0.2
 
 
+def first_scan_running(project: Project) -> bool:
+    """Whether the project's watcher runs its first scan now: it says so, its heartbeat is
+    fresh, and its lock is held (a watcher killed meanwhile holds none)."""
+    from rewind.capture.dirty import running
+    catalog = project.catalog
+    return catalog.baseline_running(project.id, clock.wall_ns()) and \
+        running(project.home, catalog, project.id) is not None
+
+
 def begin(project: Project, kind: str, message: str | None, meta: dict) -> int | None:
     """Record a pending checkpoint if the watcher's first scan runs; its number, or None (the
     caller takes the checkpoint itself, as always)."""
@@ -103,7 +112,7 @@ def settle(project: Project, number: int, timeout_s: float, tick=None, wait_only
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        if not wait_only and not catalog.baseline_running(project.id, clock.wall_ns()):
+        if not wait_only and not first_scan_running(project):
             try:
                 with locked(project, max(0.5, min(left, 5.0))):
                     pass
@@ -212,11 +221,15 @@ def tree_at(load, now_root: str, first_root: str | None, first_done_seq: int | N
             continue
         if not post:
             continue                             # as it is now
+        pre = len(seen) - len(post)
+        if not pre and post[0][1] == "c":
+            patch[path] = None                   # made after the prompt (a tool's temporary file, say)
+            continue
         if first_root is not None and first_done_seq is not None and all(e[0] > first_done_seq for e in seen):
             patch[path] = entry_at(load, first_root, path)   # untouched while the first scan read
             continue
         unknown.append(path)
-        if first_root is not None and len(post) == len(seen):
+        if first_root is not None and not pre:
             patch[path] = entry_at(load, first_root, path)   # read before or after the change: a guess
     for path in created_dirs:
         now = entry_at(load, now_root, path)

@@ -34,6 +34,7 @@ def scan(project: Project, checkpoint: dict | None = None, timeout: float | None
 SCAN_LOCK_TIMEOUT = 60.0
 SHELL_WAIT_S = 110.0          # a shell command's PreToolUse waits this long for the first scan (its hook timeout is 120 s)
 WATCHER_START_WAIT_S = 10.0   # a prompt waits this long for a starting watcher to begin its first scan
+WATCHER_APPEAR_S = 3.0        # (and this long for the watcher's process to take its lock)
 PENDING_GRACE_S = 0.25        # and this long for a tree not known to be big to be completed at once
 
 
@@ -136,22 +137,25 @@ def _ensure_watcher(project: Project, settings) -> str:
 def _first_scan_running(project: Project, wait_for_start: bool = False) -> bool:
     """Whether the watcher's first scan runs now (pending.py). With `wait_for_start`, a
     watcher that is starting (its first scan not begun yet) is waited for a little."""
+    from rewind.capture.pending import first_scan_running
     catalog = project.catalog
-    if catalog.baseline_running(project.id, clock.wall_ns()):
+    if first_scan_running(project):
         return True
     if not wait_for_start:
         return False
     import time
-    from rewind.capture.dirty import STALE_S
-    deadline = time.monotonic() + WATCHER_START_WAIT_S
+    from rewind.capture.dirty import running
+    now = time.monotonic()
+    deadline, appear_by = now + WATCHER_START_WAIT_S, now + WATCHER_APPEAR_S
     while time.monotonic() < deadline:
-        row = catalog.watcher(project.id)
-        if row is None or row["stopped_ns"] is not None or clock.wall_ns() - row["heartbeat_ns"] > STALE_S * 1e9:
-            return False
-        if row["ready_ns"] is not None and catalog.scan_state(project.id)["scan_start_ns"] >= row["ready_ns"]:
-            return False                 # its first scan is in
-        if catalog.baseline_running(project.id, clock.wall_ns()):
+        if first_scan_running(project):
             return True
+        row = running(project.home, catalog, project.id)
+        if row is not None and row["ready_ns"] is not None and \
+                catalog.scan_state(project.id)["scan_start_ns"] >= row["ready_ns"]:
+            return False                 # its first scan is in
+        if row is None and time.monotonic() > appear_by:
+            return False                 # no watcher came
         time.sleep(0.05)
     return False
 
@@ -173,8 +177,8 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
         meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
                 "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
         _close_windows(project, ev)
-        big = _big(project)
-        if _first_scan_running(project, wait_for_start=started != "watcher off" and big):
+        big = _size(project)
+        if _first_scan_running(project, wait_for_start=started != "watcher off" and big is not False):
             # the first prompt does not wait for the first snapshot: recorded now, completed by it
             from rewind.capture import pending
             number = pending.begin(project, "prompt", ev.prompt, meta)
@@ -199,17 +203,19 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
     return "nothing to do"
 
 
-def _big(project: Project) -> bool:
-    """Whether the tree had over BIG_TREE files at the last scan: its first scan is worth
-    waiting a little for a starting watcher to begin, and not worth a grace period after."""
+def _size(project: Project) -> bool | None:
+    """Whether the tree had over BIG_TREE files at the last scan (None: never scanned). A
+    prompt waits a little for a starting watcher to begin the first scan of a tree not known
+    to be small (a second full scan is saved, and the prompt need not wait for the first),
+    and a little for it to complete one not known to be big."""
     import json
     state = project.catalog.scan_state(project.id)
     if not state["last_tree"]:
-        return False
+        return None
     try:
         return json.loads(state["last_stats"] or "{}").get("files", 0) >= BIG_TREE
     except (ValueError, AttributeError):
-        return False
+        return None
 
 
 BIG_TREE = 5000

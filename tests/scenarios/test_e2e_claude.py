@@ -112,3 +112,50 @@ def test_the_conversation_forks_to_before_a_checkpoint_and_claude_resumes_it(tmp
     assert asked
     assert "Create the app skeleton" in asked[-1]                    # the conversation before checkpoint 2
     assert "Bump the level" not in asked[-1] and "Move the marker" not in asked[-1]   # nothing after it
+
+
+MAKE_TREE = HARNESS.parent / "bench" / "make_tree.py"
+
+
+@pytest.mark.parametrize("mode,watch", [("resume", "1"), ("stream", "1"), ("resume", "0")],
+                         ids=["resume-with-watcher", "stream-with-watcher", "resume-hooks-only"])
+def test_the_first_prompt_in_a_big_fresh_tree_does_not_wait_and_its_checkpoint_is_the_tree_at_the_prompt(
+        tmp_path, mode, watch):
+    """A fresh clone of a big project: the first prompt comes while the watcher's first scan
+    runs (seconds here). The agent writes, edits and runs commands right after the prompt,
+    during the scan; checkpoint 1 is still the tree as it was at the prompt."""
+    proj = tmp_path / "proj"
+    subprocess.run([sys.executable, str(MAKE_TREE), "gen", str(proj), "--files", "12000"], check=True,
+                   capture_output=True)
+    hook = " ".join(REWIND) + " hook claude"
+    r = subprocess.run([sys.executable, str(HARNESS / "run_session.py"), "--claude", CLAUDE,
+                        "--project-dir", str(proj), "--scenario", str(HARNESS / "scenario.json"),
+                        "--mode", mode, "--hook-command", hook,
+                        "--events", "SessionStart,UserPromptSubmit,PreToolUse,PostToolUse,Stop,SessionEnd"],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, IS_SANDBOX="1", REWIND_WATCH=watch))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
+    assert [c["id"] for c in cps] == [3, 2, 1] and not any(c.get("pending") for c in cps), cps
+    from rewind.catalog.db import Catalog
+    cat = Catalog(os.environ["REWIND_HOME"])
+    try:
+        first = cat.checkpoint(cat.project_id(str(proj), create=False), 1).stats.get("first_scan")
+    finally:
+        cat.close()
+    if watch == "1":
+        assert first is not None and first["by"] == "watcher", first     # it was pending, and completed
+        assert first["changed_outside"] == [] and not first["note"], first
+    else:
+        assert first is None
+    shown = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=proj, check=0).stdout)["changes"]}
+    assert shown["src/app.py"]["source"] == "tool" and shown["src/app.py"]["status"] == "added"
+    assert shown["made_by_bash.txt"]["source"] == "bash"
+    final = fingerprint(proj, skip=(".git", ".claude"))
+    run_rewind("to", "1", "--yes", cwd=proj, check=0)
+    assert not (proj / "src/app.py").exists() and not (proj / "made_by_bash.txt").exists()
+    assert (proj / "old.log").exists() and (proj / "config.ini").read_text() == "[core]\nname = demo\nlevel = 1\n"
+    run_rewind("undo", "--yes", cwd=proj, check=0)
+    assert fingerprint(proj, skip=(".git", ".claude")) == final
+    log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
+    assert not log.exists(), log.read_text()

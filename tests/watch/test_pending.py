@@ -145,3 +145,29 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
     assert not (root / "ran.txt").exists()
     assert (root / "docs/outside.txt").read_text() in ("before the editor saved\n",
                                                         "an editor saved this during the first scan\n")
+
+
+def test_a_watcher_that_dies_in_its_first_scan_leaves_the_prompt_to_the_next_hook(tmp_path):
+    root = tmp_path / "proj"
+    big_tree(root)
+    write(root, "docs/edited.txt", "before the Edit tool\n")
+    hook(payload("SessionStart", root), root)
+    row = first_scan_running(root)
+    hook(prompt(root, "one"), root)                                            # checkpoint 1, pending
+    epre, epost = tool_pair(root, "Edit", file_path=str(root / "docs/edited.txt"))
+    hook(epre, root)
+    write(root, "docs/edited.txt", "after the Edit tool\n")
+    assert _baseline(root) and pending_numbers(root) == [1], "the first scan ended too soon: a bigger tree"
+    os.kill(row["pid"], signal.SIGKILL)
+    assert wait_gone(row["pid"])
+    hook(epost, root)
+    hook(payload("Stop", root), root)             # the next hook that scans completes it
+    assert pending_numbers(root) == []
+    first = checkpoint_stats(root, 1)["first_scan"]
+    assert first["by"] == "hook" and "watcher stopped" in first["note"]
+    hook(prompt(root, "two"), root)
+    changes = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)["changes"]}
+    assert changes["docs/edited.txt"]["source"] == "tool"
+    run_rewind("to", "1", "--yes", cwd=root)
+    assert (root / "docs/edited.txt").read_text() == "before the Edit tool\n"
+    run_rewind("watch", "--stop", cwd=root, check=0)
