@@ -288,9 +288,9 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
     done_ns = clock.wall_ns()
     note = None
     if by == "hook":
-        note = ("completed by a later hook: the watcher stopped during its first scan"
-                + (f" ({iso(stopped_ns)})" if stopped_ns else "")
-                + "; a change from outside the agent after that is in this checkpoint as if made before the prompt")
+        note = ("completed by a later hook: the watcher did not complete it (it stopped or failed during its "
+                "first scan" + (f"; last heard of {iso(stopped_ns)}" if stopped_ns else "") + "); a change from "
+                "outside the agent after that is in this checkpoint as if made before the prompt")
     if lost:
         note = ((note + "; ") if note else "") + "the watcher lost events during its first scan"
 
@@ -303,7 +303,7 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
         return out
 
     numbers = []
-    last_ns = state["last_scan_ns"] or 0
+    last_ns = state["scan_start_ns"] or 0      # the first scan's start: events from there on
     for p, root, unknown in trees:
         st = catalog.scan_state(project.id)
         prev_tree = st["last_tree"] or (catalog.latest(project.id, hidden=True).tree

@@ -164,7 +164,7 @@ def test_a_watcher_that_dies_in_its_first_scan_leaves_the_prompt_to_the_next_hoo
     hook(payload("Stop", root), root)             # the next hook that scans completes it
     assert pending_numbers(root) == []
     first = checkpoint_stats(root, 1)["first_scan"]
-    assert first["by"] == "hook" and "watcher stopped" in first["note"]
+    assert first["by"] == "hook" and "the watcher did not complete it" in first["note"]
     hook(prompt(root, "two"), root)
     changes = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)["changes"]}
     assert changes["docs/edited.txt"]["source"] == "tool"
