@@ -259,8 +259,7 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
         return []
     if by == "hook":
         watcher = catalog.watcher(project.id)
-        with catalog.transaction():
-            catalog.db.execute("UPDATE watchers SET baseline_ns=NULL WHERE project_id=?", (project.id,))
+        catalog.clear_baseline(project.id)
         stopped_ns = (watcher or {}).get("heartbeat_ns")
     state = catalog.scan_state(project.id)
     raw_events = catalog.events_seq(project.id, state.get("consumed_seq") or 0)

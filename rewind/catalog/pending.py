@@ -56,6 +56,16 @@ class PendingMixin:
             self.db.execute("UPDATE watchers SET baseline_ns=? WHERE project_id=? AND pid=?",
                             (started_ns, project_id, pid))
 
+    def baseline_since(self, project_id: int) -> int | None:
+        """When the watcher's first scan began, while it says it runs (its heartbeat aside)."""
+        row = self.db.execute("SELECT baseline_ns FROM watchers WHERE project_id=?", (project_id,)).fetchone()
+        return row[0] if row else None
+
+    def clear_baseline(self, project_id: int) -> None:
+        """A watcher that stopped or died in its first scan no longer says it runs."""
+        with self.transaction():
+            self.db.execute("UPDATE watchers SET baseline_ns=NULL WHERE project_id=?", (project_id,))
+
     def drop_pending(self, project_id: int, number: int) -> None:
         """Inside a transaction: a pending checkpoint is complete (its row is in `checkpoints`)."""
         self.db.execute("DELETE FROM pending_checkpoints WHERE project_id=? AND number=?", (project_id, number))

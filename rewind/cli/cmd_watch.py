@@ -30,6 +30,10 @@ def watcher_view(project) -> dict:
            "fallbacks": st["fallbacks"] or 0,
            "last_fallback": ({"reason": st["fallback"], "at": _iso(st["fallback_ns"])}
                              if st["fallback"] else None)}
+    from rewind.capture.pending import first_scan_running
+    since = project.catalog.baseline_since(project.id)
+    out["first_scan_since"] = _iso(since) if since and first_scan_running(project) else None
+    out["pending"] = [cp.number for cp in project.catalog.pending(project.id)]
     hooks = project.catalog.hook_counts(project.id)
     out["hooks_served"], out["hooks_standalone"] = hooks["served"], hooks["standalone"]
     out["last_hook_fallback"] = ({"reason": hooks["fallback"], "at": _iso(hooks["fallback_ns"])}
@@ -57,6 +61,13 @@ def print_watcher(view: dict) -> None:
     else:
         state = "not running (`rewind watch` starts it; agent sessions start it by themselves)"
     render.out(f"watcher:     {state}")
+    if view["first_scan_since"] or view["pending"]:
+        first = f"running since {render.age(view['first_scan_since'])}" if view["first_scan_since"] \
+            else "not running (the next hook or `rewind to` completes what is pending)"
+        if view["pending"]:
+            n = len(view["pending"])
+            first += f"; {n} checkpoint{'s' if n != 1 else ''} pending until it is in ({', '.join(map(str, view['pending']))})"
+        render.out(f"first scan:  {first}")
     scans = f"{view['quick_scans']:,} quick, {view['full_scans']:,} full"
     if view["fallbacks"]:
         last = view["last_fallback"]

@@ -105,6 +105,9 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
     hook(prompt(root, "one"), root, **env)                                     # checkpoint 1, pending
     assert _baseline(root), "the first scan ended before the test could act in it: make the tree bigger"
     assert pending_numbers(root) == [1]
+    view = json.loads(run_rewind("watch", "--status", "--json", cwd=root, check=0).stdout)
+    assert view["first_scan_since"] and view["pending"] == [1], view
+    assert "1 checkpoint pending until it is in (1)" in run_rewind("status", cwd=root, check=0).stdout
     # the agent writes a new file and edits one while the scan runs: neither waits
     wpre, wpost = tool_pair(root, "Write", file_path=str(root / "new/made.txt"), content="made\n")
     hook(wpre, root, **env)
