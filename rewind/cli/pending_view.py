@@ -57,11 +57,13 @@ def pending_lines(project, cp: Checkpoint) -> list[str]:
     """What `show` says of a pending checkpoint: who completes it, since when, what waits."""
     from rewind.clock import iso, wall_ns
     running = project.catalog.baseline_running(project.id, wall_ns())
-    since = (project.catalog.watcher(project.id) or {}).get("baseline_ns") or cp.created_ns
+    # when the scan began, if the catalog's watcher row tells; else when the prompt came
+    began = (project.catalog.watcher(project.id) or {}).get("baseline_ns")
+    since = f"{'running' if began else 'pending'} since {render.local_time(iso(began or cp.created_ns))}, " \
+            f"{render.age_ns(began or cp.created_ns)}"
     then = "          its tree and the changes after it show once it is complete"
     if running:
-        return [f"pending:  being completed by the watcher's first scan of the tree (running since "
-                f"{render.local_time(iso(since))}, {render.age_ns(since)})",
+        return [f"pending:  being completed by the watcher's first scan of the tree ({since})",
                 f"{then}; `rewind to {cp.number}` waits for it"]
     return ["pending:  the watcher's first scan of the tree stopped before completing it; the next hook, or "
             f"`rewind to {cp.number}`, completes it", then]

@@ -157,7 +157,7 @@ def test_show_says_who_completes_a_pending_checkpoint_and_json_marks_it(tmp_path
             assert out.startswith("checkpoint 2  prompt  "), out
             assert "prompt:   refactor the parser" in out and "agent:    claude  session s-pending" in out
             assert re.search(r"pending:  being completed by the watcher's first scan of the tree "
-                             r"\(running since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, \d+s ago\)", out), out
+                             r"\((?:running|pending) since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, \d+s ago\)", out), out
             assert "`rewind to 2` waits for it" in out
         shown = json.loads(run_rewind("show", "2", "--json", cwd=root, check=0).stdout)
         assert shown["pending"] is True and shown["changes"] == [] and shown["tree"] == ""
