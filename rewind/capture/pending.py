@@ -118,6 +118,8 @@ def settle(project: Project, number: int, timeout_s: float, tick=None, wait_only
                     pass
             except StoreLocked:
                 pass
+            if catalog.checkpoint(project.id, number) is None and catalog.pending_one(project.id, number):
+                time.sleep(min(SETTLE_POLL_S, max(0.005, (deadline - time.monotonic()) / 10)))   # not completed: a failure, logged
             continue
         if tick is not None:
             tick()

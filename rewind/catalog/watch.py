@@ -9,7 +9,7 @@ import os
 
 class WatchMixin:
     _W_COLS = ("project_id", "pid", "started_ns", "ready_ns", "heartbeat_ns", "dirs", "events",
-               "overflow_ns", "limit_hit", "background", "stopped_ns", "stop_reason")
+               "overflow_ns", "limit_hit", "background", "stopped_ns", "stop_reason", "baseline_ns")
 
     def watcher(self, project_id: int) -> dict | None:
         row = self.db.execute(f"SELECT {','.join(self._W_COLS)} FROM watchers WHERE project_id=?",

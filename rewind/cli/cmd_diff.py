@@ -15,6 +15,7 @@ from rewind.cli.argv import paths_after_dashes
 from rewind.cli.common import project_for, project_paths, resolve_checkpoint
 from rewind.cli.ids import IdSpec, complete_id, parse_second_id
 from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
+from rewind.cli.pending_view import LOOK_WAIT_S
 from rewind.diff import change_rows, diff_trees, path_filter
 from rewind.errors import CorruptObject, RewindError
 from rewind.store.tree import LARGE, LINK, Entry
@@ -75,10 +76,10 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
     try:
         paths = project_paths(project, paths_after_dashes())
         keep = path_filter(paths)
-        cp = resolve_checkpoint(project, spec)
+        cp = resolve_checkpoint(project, spec, LOOK_WAIT_S)
         sources = {}
         if spec2 is not None:
-            cp2 = resolve_checkpoint(project, spec2)
+            cp2 = resolve_checkpoint(project, spec2, LOOK_WAIT_S)
             load = TreeLoader(project.store)
             new_root, on_disk, to_label = cp2.tree, False, cp2.number
         else:

@@ -9,6 +9,7 @@ import typer
 from rewind.cli import render
 from rewind.cli.common import project_for, resolve_checkpoint
 from rewind.cli.options import CheckpointArg, JsonOpt, ProjectOpt
+from rewind.cli.pending_view import LOOK_WAIT_S
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +22,7 @@ def register(app: typer.Typer) -> None:
         from rewind.history.export import export
         proj = project_for(project)
         try:
-            cp = resolve_checkpoint(proj, checkpoint)
+            cp = resolve_checkpoint(proj, checkpoint, LOOK_WAIT_S)
             got = export(proj, cp, branch)
         finally:
             proj.close()

@@ -14,6 +14,7 @@ from rewind.cli.json_shapes import checkpoint_json
 from rewind.cli.list_table import Row, plain_lines, print_legend, print_table
 from rewind.cli.list_view import fold_line, fold_targets
 from rewind.cli.options import JsonOpt
+from rewind.cli.pending_view import is_pending, with_pending
 from rewind.errors import NotInProject
 from rewind.project import open_catalog, open_project
 
@@ -38,8 +39,9 @@ def _rows(project, n: int, every: bool, as_json: bool) -> tuple[list[Row], list[
     it. Also the ids of folded rewinds whose checkpoint is not among the rows."""
     cps = project.catalog.checkpoints(project.id)
     under = fold_targets(cps)
+    cps = with_pending(project, cps)       # a pending one is a row like any (its changes not known yet)
     if as_json or every:
-        return [Row(cp, changes_under(project, cp), project.root, folded_under=under.get(cp.number))
+        return [Row(cp, _changes(project, cp), project.root, folded_under=under.get(cp.number))
                 for cp in cps[:n]], []
     shown = [cp for cp in cps if cp.number not in under][:n]
     folded: dict[int, list] = {cp.number: [] for cp in shown}
@@ -50,9 +52,13 @@ def _rows(project, n: int, every: bool, as_json: bool) -> tuple[list[Row], list[
                 folded[under[cp.number]].append((cp, changes_under(project, cp)))
             else:
                 elsewhere.append(cp.number)
-    return [Row(cp, changes_under(project, cp), project.root,
+    return [Row(cp, _changes(project, cp), project.root,
                 fold=fold_line(cp.number, folded[cp.number]) if folded[cp.number] else None)
             for cp in shown], elsewhere
+
+
+def _changes(project, cp) -> list:
+    return [] if is_pending(cp) else changes_under(project, cp)
 
 
 def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bool, n: int,

@@ -185,7 +185,8 @@ def register(app: typer.Typer) -> None:
                conversation_only: bool = typer.Option(False, "--conversation-only", help="Only fork the conversation; leave the files."),
                as_json: JsonOpt = False):
         """Make the tree equal to checkpoint ID again (only the PATHs given, if any).
-        A safety checkpoint of the current tree is taken first."""
+        A safety checkpoint of the current tree is taken first. A checkpoint still being
+        completed by the watcher's first scan is waited for (REWIND_SETTLE_TIMEOUT seconds, 600)."""
         if conversation and conversation_only:
             from rewind.errors import UsageError
             raise UsageError("--conversation and --conversation-only go alone")

@@ -12,6 +12,7 @@ from rewind.cli.common import project_for, resolve_checkpoint
 from rewind.cli.json_shapes import checkpoint_json
 from rewind.cli.list_view import describe, restored_text
 from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
+from rewind.cli.pending_view import first_scan_lines, is_pending, pending_lines
 from rewind.model import ChangeRow
 
 STATUS_MARK = {"added": "A", "modified": "M", "deleted": "D"}
@@ -31,14 +32,36 @@ def change_line(c: ChangeRow) -> tuple[str, str, str, str]:
 def show(spec, project_dir: Optional[str], as_json: bool) -> None:
     project = project_for(project_dir)
     try:
-        cp = resolve_checkpoint(project, spec)
-        changes = changes_under(project, cp)
+        cp = resolve_checkpoint(project, spec, wait_s=None)
+        pending = pending_lines(project, cp) if is_pending(cp) else None
+        changes = [] if pending else changes_under(project, cp)
         nxt = project.catalog.next_after(project.id, cp.number)
+        still = [p.number for p in project.catalog.pending(project.id) if p.number > cp.number]
     finally:
         project.close()
     if as_json:
         render.emit_json(checkpoint_json(cp, changes))
         return
+    _head(cp)
+    if pending:
+        for line in pending:
+            render.out(line)
+        return
+    for line in first_scan_lines(cp):
+        render.out(line)
+    until = f"checkpoint {nxt.number}" if nxt else "now (the working tree)"
+    if still and (nxt is None or still[0] < nxt.number):
+        # its changes run live to now, across a prompt whose checkpoint is not complete yet
+        until = f"{until}, across checkpoint {still[0]} (still being completed)"
+    if cp.stats.get("changes_unknown"):
+        render.out(f"changes after it, until {until}: unknown, {cp.stats['changes_unknown']} "
+                   "(`rewind verify` says more)")
+    else:
+        render.out(f"changes after it, until {until}: {len(changes)}")
+    _changes(changes)
+
+
+def _head(cp) -> None:
     render.out(f"checkpoint {cp.number}  {cp.kind}  {render.local_time(cp.created_at)}  ({render.age(cp.created_at)})")
     if cp.kind == "prompt":
         render.out(f"prompt:   {render.short(cp.message, 200)}")
@@ -52,12 +75,9 @@ def show(spec, project_dir: Optional[str], as_json: bool) -> None:
         if cp.stats.get(key):
             render.out(f"skipped:  {len(cp.stats[key])} {label}: "
                        + ", ".join(render.display_path(p) for p in cp.stats[key][:5]))
-    until = f"checkpoint {nxt.number}" if nxt else "now (the working tree)"
-    if cp.stats.get("changes_unknown"):
-        render.out(f"changes after it, until {until}: unknown, {cp.stats['changes_unknown']} "
-                   "(`rewind verify` says more)")
-    else:
-        render.out(f"changes after it, until {until}: {len(changes)}")
+
+
+def _changes(changes) -> None:
     if render.fancy() and changes:
         from rich.table import Table
         table = Table(box=None, show_header=False, pad_edge=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from rewind.cli import render
+from rewind.cli.pending_view import TO_WAIT_S, is_pending, settled, with_pending
 from rewind.errors import CheckpointNotFound, OutsideProject, RewindError
 from rewind.history.restore_apply import recover
 from rewind.project import Project, find_project, open_catalog, open_project, resolve_root
@@ -92,10 +93,22 @@ def report_recovery(project: Project) -> dict | None:
     return found
 
 
-def resolve_checkpoint(project: Project, spec):
+def resolve_checkpoint(project: Project, spec, wait_s: float | None = TO_WAIT_S):
+    """The checkpoint `spec` names. One still pending (its prompt came during the watcher's
+    first scan) is waited for, up to `wait_s` seconds (REWIND_SETTLE_TIMEOUT overrides), for a
+    command that needs its tree; with `wait_s=None` it is returned as it is (`show`)."""
+    cp = _resolve(project, spec)
+    if is_pending(cp) and wait_s is not None:
+        return settled(project, cp, wait_s)
+    return cp
+
+
+def _resolve(project: Project, spec):
     kind, n = spec
     if kind == "n":
-        cp = project.catalog.checkpoint(project.id, n)
+        # pending, or completed between the two reads
+        cp = (project.catalog.checkpoint(project.id, n) or project.catalog.pending_one(project.id, n)
+              or project.catalog.checkpoint(project.id, n))
         if cp is None:
             hidden = {num: why for num, _, why in project.catalog.hidden(project.id)}
             if n in hidden:
@@ -103,8 +116,8 @@ def resolve_checkpoint(project: Project, spec):
                     f"checkpoint {n} of {project.root} no longer exists in the listings: {hidden[n]}",
                     hint="its content stays in the store until a gc a day after it expired; a clock set "
                          "right again, or a longer retention, brings it back")
-            newest = project.catalog.latest(project.id)
-            oldest = project.catalog.checkpoints(project.id)[-1] if newest else None
+            kept = with_pending(project, project.catalog.checkpoints(project.id))
+            newest, oldest = (kept[0], kept[-1]) if kept else (None, None)
             if n < 1:
                 raise CheckpointNotFound(f"there is no checkpoint {n}: checkpoints are numbered from 1",
                                          hint=f"the newest is {newest.number}; `rewind list` shows them" if newest
@@ -119,7 +132,7 @@ def resolve_checkpoint(project: Project, spec):
                 hint=f"the newest is {newest.number}; `rewind list` shows them" if newest
                 else "there are no checkpoints yet; `rewind save` takes one")
         return cp
-    cps = project.catalog.checkpoints(project.id, limit=n + 1)
+    cps = with_pending(project, project.catalog.checkpoints(project.id, limit=n + 1))[:n + 1]
     if len(cps) <= n:
         raise CheckpointNotFound(f"no checkpoint last~{n} in {project.root} (there are {len(cps)})"
                                  if n else f"no checkpoints yet in {project.root}",

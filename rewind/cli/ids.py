@@ -55,8 +55,10 @@ def complete_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
             pid = catalog.project_id(find_project(os.getcwd(), catalog), create=False)
             if pid is None:
                 return []
-            out = [(str(cp.number), f"{cp.kind}: " + render.short(cp.message or "", 50))
-                   for cp in catalog.checkpoints(pid, limit=100) if str(cp.number).startswith(incomplete)]
+            cps = sorted(catalog.checkpoints(pid, limit=100) + catalog.pending(pid), key=lambda cp: -cp.number)
+            out = [(str(cp.number), ("pending " if cp.stats.get("pending") else "") + f"{cp.kind}: "
+                    + render.short(cp.message or "", 50))
+                   for cp in cps if str(cp.number).startswith(incomplete)]
         finally:
             catalog.close()
         return out + [(w, h) for w, h in (("last", "the newest checkpoint"),) if w.startswith(incomplete)]

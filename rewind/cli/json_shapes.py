@@ -43,6 +43,11 @@ def checkpoint_json(cp: Checkpoint, changes: list[ChangeRow] | None = None,
                     if cp.stats.get(k)},
         # set when a damaged tree keeps what changed after this checkpoint from being known
         "changes_unknown": cp.stats.get("changes_unknown"),
+        # still being completed by the watcher's first scan: no tree yet ("" ), no changes
+        "pending": bool(cp.stats.get("pending")),
+        # completed by that scan after its prompt: by whom, and the paths changed from outside
+        # the agent meanwhile, whose content at the prompt is not known (capture/pending.py)
+        "first_scan": cp.stats.get("first_scan"),
     }
     if project is not None:
         out["project"] = project

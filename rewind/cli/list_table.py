@@ -4,7 +4,7 @@ gives way, so a long count or a long prompt never wraps a row or pushes the next
 
 from __future__ import annotations
 
-from rewind.cli import render
+from rewind.cli import pending_view, render
 from rewind.cli.list_view import LEGEND, badges, counts_text, describe
 from rewind.model import ChangeRow, Checkpoint
 from rewind.structs import dataclass
@@ -24,10 +24,17 @@ class Row:
 
 
 def _cells(row: Row, with_project: bool) -> list[str]:
-    marks = " ".join(f"[{label}]" for label, _ in badges(row.changes, sources=False))
+    marks = " ".join(f"[{label}]" for label, _ in _badges(row))
     project = [_tail(render.display_path(row.project or ""), PROJECT_MAX)] if with_project else []
-    return project + [str(row.cp.number), render.age(row.cp.created_at), row.cp.kind,
-                      counts_text(row.changes), marks]
+    return project + [str(row.cp.number), render.age(row.cp.created_at), row.cp.kind, _counts(row), marks]
+
+
+def _badges(row: Row) -> list[tuple[str, str]]:
+    return pending_view.marks(row.cp) + badges(row.changes, sources=False)
+
+
+def _counts(row: Row) -> str:
+    return pending_view.PENDING_COUNTS if pending_view.is_pending(row.cp) else counts_text(row.changes)
 
 
 def _tail(text: str, room: int) -> str:
@@ -87,7 +94,7 @@ def print_table(rows: list[Row], with_project: bool) -> None:
     ends in an ellipsis when it does not fit; a fold line sits in the prompt column, dim."""
     from rich.table import Table
     from rich.text import Text
-    marks = [_marks(row.changes) for row in rows]
+    marks = [_marks(row) for row in rows]
     with_marks = any(marks)
     table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
     for col in ((["project"] if with_project else []) + ["id", "age", "kind", "changes after"]
@@ -98,18 +105,18 @@ def print_table(rows: list[Row], with_project: bool) -> None:
     for row, mark in zip(rows, marks):
         project = [_tail(render.display_path(row.project or ""), PROJECT_MAX)] if with_project else []
         table.add_row(*project, Text(str(row.cp.number), style="bold"), render.age(row.cp.created_at),
-                      row.cp.kind, counts_text(row.changes), *([mark] if with_marks else []),
+                      row.cp.kind, _counts(row), *([mark] if with_marks else []),
                       Text(describe(row.cp)))
         if row.fold:
             table.add_row(*blank, Text(row.fold, style="dim"))
     render.console().print(table)
 
 
-def _marks(changes: list[ChangeRow]):
+def _marks(row: Row):
     """The badges as reversed labels (Text: a label is never read as markup)."""
     from rich.text import Text
     text = Text()
-    for i, (label, style) in enumerate(badges(changes, sources=False)):
+    for i, (label, style) in enumerate(_badges(row)):
         text.append(" " if i else "")
         text.append(f" {label} ", style=f"bold {style} reverse")
     return text

@@ -8,7 +8,9 @@ A restore shows the same plan as `rewind to`, names what it overwrites that the 
 write, and asks as Claude Code's Esc Esc menu does: restore the code, the conversation (a new
 transcript that ends before the prompt, for `claude --resume`), both, or cancel. The code
 restore takes the same safety checkpoint as `rewind to`, so `rewind undo` goes back.
-The prompt column takes the width the other columns leave.
+The prompt column takes the width the other columns leave. A checkpoint still being completed
+by the watcher's first scan is a row with a `pending` badge; it is restored once complete (the
+picker says so until then; `rewind to N` waits for it).
 
 Built on Textual (from the makers of rich, already a dependency): real widgets, and a test
 pilot that drives the app in the tests the way a person would.
@@ -18,8 +20,9 @@ from __future__ import annotations
 
 from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import TreeLoader, working_scan
-from rewind.cli import render
+from rewind.cli import pending_view, render
 from rewind.cli.list_view import describe
+from rewind.cli.pending_view import is_pending, with_pending
 from rewind.cli.restore_view import (forked_text, left_alone, not_undone_lines, paths_phrase, rewound_text, view_of,
                                      who)
 from rewind.diff import diff_trees
@@ -119,7 +122,7 @@ def run_picker(project):
 
         def __init__(self):
             super().__init__()
-            self.cps = project.catalog.checkpoints(project.id)
+            self.cps = with_pending(project, project.catalog.checkpoints(project.id))
             self.current = None
             self.rows: list = []
             self.pairs: dict = {}
@@ -139,10 +142,7 @@ def run_picker(project):
             yield Footer()
 
         def on_mount(self) -> None:
-            for cp in self.cps:
-                ch = changes_under(project, cp, self.working())
-                self.lines.append((badges(ch, sources=False), describe(cp), counts_text(ch), str(cp.number),
-                                   render.age(cp.created_at), cp.kind))
+            self.lines = [self.line(cp) for cp in self.cps]
             self.fill_checkpoints()
             changes = self.query_one("#changes", DataTable)
             changes.add_columns("", "path", "by")
@@ -150,6 +150,15 @@ def run_picker(project):
             if self.cps:
                 self.show(self.cps[0])
             self.query_one("#checkpoints", DataTable).focus()
+
+        def line(self, cp) -> tuple:
+            """A checkpoint's row: badges, prompt, changes, id, age, kind."""
+            if is_pending(cp):
+                return (pending_view.marks(cp), describe(cp), pending_view.PENDING_COUNTS, str(cp.number),
+                        render.age(cp.created_at), cp.kind)
+            ch = changes_under(project, cp, self.working())
+            return (pending_view.marks(cp) + badges(ch, sources=False), describe(cp), counts_text(ch), str(cp.number),
+                    render.age(cp.created_at), cp.kind)
 
         def on_resize(self, event) -> None:
             if self.lines and self.size.width != self.filled_width:
@@ -192,6 +201,13 @@ def run_picker(project):
 
         def show(self, cp) -> None:
             self.current = cp
+            if is_pending(cp):
+                self.rows, self.pairs = [], {}
+                self.query_one("#changes", DataTable).clear()
+                self.query_one("#diff", Static).update(Text(
+                    f"checkpoint {cp.number} is being completed by the watcher's first scan of the tree: its "
+                    f"changes show once it is complete (`rewind to {cp.number}` waits for it)"))
+                return
             self.rows = changes_under(project, cp, self.working())
             nxt = project.catalog.next_after(project.id, cp.number)
             load = TreeLoader(project.store, self.working().trees)
@@ -249,6 +265,10 @@ def run_picker(project):
             cp = self.current
             if cp is None:
                 return
+            if is_pending(cp):
+                cp = self.completed(cp)
+                if cp is None:
+                    return
             plan = plan_for_display(project, cp, paths, self.working())
             code = not (plan.empty and not plan.skipped)
             whole = paths is None              # one file's restore leaves the conversation be
@@ -262,6 +282,21 @@ def run_picker(project):
             asked = question(cp, plan, code, not_agent, refusal, whole)
             self.push_screen(RestoreDialog(Text("\n".join(lines)), Text(asked), choices),
                              lambda choice: self.do(cp, paths, choice))
+
+        def completed(self, cp):
+            """A pending checkpoint, if it is complete by now (its row then shows it so);
+            else None, and why it cannot be restored yet."""
+            done = project.catalog.checkpoint(project.id, cp.number)
+            if done is None:
+                self.notify(f"checkpoint {cp.number} is still being completed by the watcher's first scan of the "
+                            f"tree; it can be restored once complete (`rewind to {cp.number}` waits for it)",
+                            severity="warning")
+                return None
+            i = self.cps.index(cp)
+            self.cps[i], self.lines[i] = done, self.line(done)
+            self.fill_checkpoints()
+            self.show(done)
+            return done
 
         def do(self, cp, paths, choice: str | None) -> None:
             """Carry out the dialog's choice; the app ends with what was done (errors are

@@ -333,6 +333,20 @@ def test_verify_json_with_a_missing_object_keeps_its_golden_shape(tmp_path):
     assert not problems, "\n".join(problems)
 
 
+def test_list_and_show_json_of_a_pending_checkpoint_keep_their_golden_shape(tmp_path):
+    from test_pending import FirstScan
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a\n")
+    run_rewind("save", "-m", "first", cwd=root, check=0)
+    scenario = ("a project with one checkpoint saved by hand; then a prompt recorded as pending (2) while "
+                "the watcher's first scan runs")
+    with FirstScan(root) as scan:
+        scan.prompt("a prompt during the first scan")
+        problems = check("list-pending", ["list", "--json"], scenario, root)
+        problems += check("show-pending", ["show", "2", "--json"], scenario, root)
+    assert not problems, "\n".join(problems)
+
+
 # -- the contract's own guards ---------------------------------------------------------------------
 
 def _json_commands() -> set[str]:
