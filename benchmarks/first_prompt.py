@@ -233,6 +233,7 @@ def run_one(install: sh.Install, mode: str, args, work: Path, wrapper: Path, cla
         problems += sh.rs.check_files(str(cfg.project), scen["expect"])
         problems += ["tool error " + e for e in sh.rs.check_requests(sh.rs.read_jsonl(str(cfg.out / "requests.jsonl")))]
         before, calls, after = group_calls(cfg, mode, ends, problems)
+        ups_at = [start for start, _, event, _ in sh.timed_rows(cfg) if event == "UserPromptSubmit"]
         log = cfg.home / "rewind.log"
         logged = log.read_text().strip() if log.exists() else ""
         status = poller.view
@@ -271,14 +272,15 @@ def run_one(install: sh.Install, mode: str, args, work: Path, wrapper: Path, cla
     out.append(f"  SessionStart at t0: {sh.ms(before[0][1]) if before else '-'} ms"
                + (f"; the session's SessionEnd after the last prompt: {sh.ms(after[0][1])} ms" if after else "")
                + f"; waited {scan_wait:.1f} s after prompt 2 for the first scan")
-    rows = [("prompt", "sent at", "hook time ms", "x later", "UserPromptSubmit ms", "x later", "calls",
-             "checkpoint after prompt 2", "at the end")]
+    rows = [("prompt", "sent at", "its UserPromptSubmit at", "hook time ms", "x later", "UserPromptSubmit ms",
+             "x later", "calls", "checkpoint after prompt 2", "at the end")]
     for k in range(len(prompts)):
         name = f"{k + 1}" + (" (later)" if k >= 2 else "")
-        rows.append((name, f"t0+{cfg.starts[k] - t0:.1f}s", sh.ms(totals[k]), ratio(totals[k], later_total),
+        at = f"t0+{ups_at[k] - t0:.1f}s" if k < len(ups_at) else "-"
+        rows.append((name, f"t0+{cfg.starts[k] - t0:.1f}s", at, sh.ms(totals[k]), ratio(totals[k], later_total),
                      sh.ms(ups[k]), ratio(ups[k], later_ups), str(len(calls[k])),
                      after_two[k] if k < 2 else "", cp_state(at_end[k])))
-    rows.append(("later: median", "", sh.ms(later_total), "1.00", sh.ms(later_ups), "1.00", "", "", ""))
+    rows.append(("later: median", "", "", sh.ms(later_total), "1.00", sh.ms(later_ups), "1.00", "", "", ""))
     out += ["  " + line for line in columns(rows)]
     labels = (["SessionStart"] if mode == "resume" else []) + ["UserPromptSubmit", *TOOL_LABELS, "Stop"] \
         + (["SessionEnd"] if mode == "resume" else [])

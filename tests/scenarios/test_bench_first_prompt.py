@@ -44,8 +44,8 @@ def test_first_prompts_on_a_fresh_tree_are_timed_and_checkpointed():
         # calls and a checkpoint of its own, complete by the end
         for k in range(1, 6):
             row = rows[f"{k} (later)" if k > 2 else str(k)]
-            assert row[5] == calls and row[-1] == f"#{k} complete", row
-        assert rows["1"][6] == "#1 complete" and rows["2"][6] == "#2 complete"
+            assert row[6] == calls and row[-1] == f"#{k} complete", row
+        assert rows["1"][7] == "#1 complete" and rows["2"][7] == "#2 complete"
         assert rows["later: median"][1:4:2] == ["1.00", "1.00"]
         for label in ("UserPromptSubmit", "PreToolUse Write", "PostToolUse Edit", "PreToolUse Bash", "Stop"):
             assert len(rows[label]) == 6, rows[label]          # 5 prompts, the later median
