@@ -113,9 +113,9 @@ def scenario(rounds: int) -> dict:
                        "no_tool_errors": True}}
 
 
-def make_template(path: Path, files: int) -> None:
+def make_template(path: Path, files: int, git: bool = True) -> None:
     """The project every configuration gets a copy of: a generated tree (or none) plus the
-    small project the prompts edit, committed to git, as a real project is."""
+    small project the prompts edit, committed to git (unless not `git`), as a real project is."""
     if files:
         subprocess.run([sys.executable, str(MAKE_TREE), "gen", str(path), "--files", str(files)],
                        check=True, stdout=subprocess.DEVNULL)
@@ -126,6 +126,8 @@ def make_template(path: Path, files: int) -> None:
         if not p.exists():
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
+    if not git:
+        return
     env = dict(os.environ, GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@example.invalid",
                GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@example.invalid")
     # no automatic gc: a detached `git gc --auto` after the commit would repack while the
@@ -170,6 +172,7 @@ class Config:
         self.starts: list[float] = []      # when each prompt was handed to claude
         self.mock = self.stream = self.transcript = None
         self.session_id = None
+        self.new_session_id = None         # given to the first `claude -p` (--session-id), if set
 
     def rewind(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         env = dict(os.environ, REWIND_HOME=str(self.home), REWIND_WATCH="0")
@@ -214,6 +217,8 @@ def run_prompt(cfg: Config, mode: str, k: int, prompt: str, claude: str, env: di
         cmd = [claude, "-p", "--output-format", "json", "--dangerously-skip-permissions"]
         if cfg.session_id:
             cmd += ["--resume", cfg.session_id]
+        elif cfg.new_session_id:
+            cmd += ["--session-id", cfg.new_session_id]
         cfg.starts.append(time.time())
         r = subprocess.run(cmd + [prompt], cwd=cfg.project, env=env, capture_output=True, text=True,
                            timeout=timeout, stdin=subprocess.DEVNULL)
@@ -225,14 +230,8 @@ def run_prompt(cfg: Config, mode: str, k: int, prompt: str, claude: str, env: di
         cfg.session_id = res.get("session_id") or cfg.session_id
     else:
         if cfg.stream is None:
-            cmd = [claude, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
-                   "--dangerously-skip-permissions"]
-            cfg.starts.append(time.time())
-            cfg.stream = subprocess.Popen(cmd, cwd=cfg.project, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=open(cfg.out / "claude-stream.err", "w"), text=True)
-            cfg.transcript = open(cfg.out / "claude-stream.out", "w")
-        else:
-            cfg.starts.append(time.time())
+            start_stream(cfg, claude, env)
+        cfg.starts.append(time.time())
         cfg.stream.stdin.write(json.dumps({"type": "user", "message": {"role": "user", "content": prompt}}) + "\n")
         cfg.stream.stdin.flush()
         res = {}
@@ -249,6 +248,15 @@ def run_prompt(cfg: Config, mode: str, k: int, prompt: str, claude: str, env: di
             die(f"{cfg.key}: prompt {k + 1} failed in the stream session: {json.dumps(res)[:800]}")
 
 
+def start_stream(cfg: Config, claude: str, env: dict) -> None:
+    """The stream session's process: it fires SessionStart at once, then waits for a prompt."""
+    cmd = [claude, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+           "--dangerously-skip-permissions"]
+    cfg.stream = subprocess.Popen(cmd, cwd=cfg.project, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=open(cfg.out / "claude-stream.err", "w"), text=True)
+    cfg.transcript = open(cfg.out / "claude-stream.out", "w")
+
+
 def end_stream(cfg: Config, timeout: int) -> None:
     if cfg.stream is None:
         return
@@ -262,20 +270,26 @@ def end_stream(cfg: Config, timeout: int) -> None:
         die(f"{cfg.key}: the stream session exited {rc}")
 
 
-def read_calls(cfg: Config, mode: str, rounds: int) -> list[list[tuple[str, float]]]:
-    """The timed calls of each prompt, as (label, seconds), checked: a call belongs to the
-    prompt that was running when it started (SessionStart before the first prompt's message
-    to the first, SessionEnd after the last to the last)."""
+def timed_rows(cfg: Config) -> list[tuple[float, float, str, str]]:
+    """The wrapper's log: (start, end, event, exit status) of every hook call, by start."""
     if not cfg.log.exists():
         die(f"{cfg.key}: no hook ran at all ({cfg.log} is missing)")
     rows = []
     for line in cfg.log.read_text().splitlines():
         event, start, end, rc = line.split()
-        start, end = float(start.replace(",", ".")), float(end.replace(",", "."))
+        rows.append((float(start.replace(",", ".")), float(end.replace(",", ".")), event, rc))
+    return sorted(rows)
+
+
+def read_calls(cfg: Config, mode: str, rounds: int) -> list[list[tuple[str, float]]]:
+    """The timed calls of each prompt, as (label, seconds), checked: a call belongs to the
+    prompt that was running when it started (SessionStart before the first prompt's message
+    to the first, SessionEnd after the last to the last)."""
+    rows = []
+    for start, end, event, rc in timed_rows(cfg):
         if rc != "0":
             die(f"{cfg.key}: a {event} hook exited {rc}")
         rows.append((start, end, event))
-    rows.sort()
     prompts: list[list[tuple[str, float]]] = [[] for _ in range(rounds)]
     tools = [{"PreToolUse": 0, "PostToolUse": 0} for _ in range(rounds)]
     for start, end, event in rows:
@@ -435,6 +449,33 @@ def run_mode(mode: str, installs: list[Install], watches: list[bool], args, work
     return "\n\n".join(out)
 
 
+def in_netns(netns: str, script: str, argv: list[str] | None) -> int | None:
+    """--netns auto: run `script` again inside `unshare -n` (loopback only) when that works,
+    and return its exit status; inner: bring that namespace's loopback up. None: go on here."""
+    if netns == "auto":
+        cmd = rs.unshare_cmd()
+        if cmd:
+            rest = list(argv if argv is not None else sys.argv[1:])
+            rest = [a for i, a in enumerate(rest) if not a.startswith("--netns") and (i == 0 or rest[i - 1] != "--netns")]
+            return subprocess.call(cmd + [sys.executable, os.path.abspath(script)] + rest + ["--netns", "inner"])
+    if netns == "inner":
+        rs.bring_loopback_up()
+    return None
+
+
+def installs_of(pythons: list[str]) -> list[Install]:
+    """An Install per --rewind PYTHON, named by its venv (primes tell equal names apart)."""
+    installs, names = [], set()
+    for py in pythons:
+        p = Path(py)
+        name = p.parent.parent.name if p.parent.name == "bin" else p.name
+        while name in names:
+            name += "'"
+        names.add(name)
+        installs.append(Install(py, name))
+    return installs
+
+
 def main(argv: list[str] | None = None) -> int:
     global rs
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -459,14 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     watches = [{"on": True, "off": False}[w] for w in args.watch.split(",") if w]
     if any(m not in MODES for m in modes) or args.rounds < 1:
         ap.error("--modes takes resume and/or stream; --rounds at least 1")
-    if args.netns == "auto":
-        cmd = rs.unshare_cmd()
-        if cmd:
-            rest = list(argv if argv is not None else sys.argv[1:])
-            rest = [a for i, a in enumerate(rest) if not a.startswith("--netns") and (i == 0 or rest[i - 1] != "--netns")]
-            return subprocess.call(cmd + [sys.executable, os.path.abspath(__file__)] + rest + ["--netns", "inner"])
-    if args.netns == "inner":
-        rs.bring_loopback_up()
+    code = in_netns(args.netns, __file__, argv)
+    if code is not None:
+        return code
     work = Path(tempfile.mkdtemp(prefix="rewind-session-hooks-"))
     # Byte code goes to the work directory, for every Python this run starts (the hooks and
     # watchers too): each install runs from byte code, as a pip-installed one does, and no
@@ -477,14 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     version = subprocess.run([claude, "--version"], capture_output=True, text=True).stdout.strip()
     ok = False
     try:
-        installs, names = [], set()
-        for py in args.rewind or [sys.executable]:
-            p = Path(py)
-            name = p.parent.parent.name if p.parent.name == "bin" else p.name
-            while name in names:
-                name += "'"
-            names.add(name)
-            installs.append(Install(py, name))
+        installs = installs_of(args.rewind or [sys.executable])
         wrapper = work / "timed.sh"
         wrapper.write_text(WRAPPER)
         scen = scenario(args.rounds)
