@@ -5,8 +5,8 @@ after REWIND_SETTLE_TIMEOUT seconds with one line and nothing changed, and Ctrl-
 nothing either. A checkpoint completed by the scan names the paths changed from outside the
 agent meanwhile.
 
-The watcher's first scan is played by this test process: a watcher row in its pid, the scan
-marked running, a heartbeat kept fresh by a thread; the prompt is recorded through the real
+The watcher's first scan is played by this test process: a watcher row in its pid, its lock
+held, the scan marked running, a heartbeat kept fresh by a thread; the prompt is recorded through the real
 `capture.pending.begin`, on a real catalog and store, and the installed `rewind` runs on it.
 Where the watcher would complete the checkpoint, `complete_as_the_watcher_does` writes the
 row its completion writes (the tree at the prompt, with `stats["first_scan"]`) and drops the
@@ -34,8 +34,6 @@ from rewind.capture import pending
 PLAIN = {"NO_COLOR": "1", "COLUMNS": "100"}
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 WAITING = "checkpoint 2 is being completed by the watcher's first scan of the tree"
-# the lead's part: `working_copy.locked` completing what is pending (capture/pending.py)
-LANDED = hasattr(pending, "complete")
 
 
 class FirstScan:
@@ -49,6 +47,9 @@ class FirstScan:
         from rewind.catalog.db import Catalog
         proj = project(self.root)
         self.home, self.pid = proj.home, proj.id
+        from rewind.capture.dirty import lock_name
+        from rewind.lock import try_lock
+        self.lock = try_lock(proj.home, lock_name(proj.id))     # a live watcher holds its lock
         proj.catalog.register_watcher(self.pid, os.getpid(), clock.wall_ns(), False)
         proj.catalog.set_baseline(self.pid, os.getpid(), clock.wall_ns())
         proj.close()
@@ -76,6 +77,15 @@ class FirstScan:
         assert number is not None, "the first scan should be running"
         return number
 
+    def saw(self, path: str, kind: str) -> None:
+        """An event of the watcher's stream, as its observer writes it."""
+        from rewind.catalog.db import Catalog
+        catalog = Catalog(self.home)
+        try:
+            catalog.add_watch_events(self.pid, {path: (kind, clock.wall_ns(), None)})
+        finally:
+            catalog.close()
+
     def over(self) -> None:
         """The scan is in (its completion not written: whoever takes the lock next does it)."""
         proj = project(self.root)
@@ -87,6 +97,7 @@ class FirstScan:
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
+        os.close(self.lock)
 
 
 def complete_as_the_watcher_does(root, number: int, tree: str, first_scan: dict | None = None) -> None:
@@ -308,14 +319,12 @@ def test_ctrl_c_while_waiting_on_a_terminal_changes_nothing_and_exits_130(tmp_pa
         assert json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)[0]["pending"] is True
 
 
-@pytest.mark.xfail(not LANDED, run=False, strict=True,
-                   reason="needs capture.pending.complete(): `working_copy.locked` completing the pending "
-                          "checkpoints, which settle's own lock path relies on (the lead's part of issue 18)")
 def test_to_completes_a_pending_checkpoint_itself_when_the_first_scan_is_over(tmp_path):
     root, _ = _saved(tmp_path)
     with FirstScan(root) as scan:
         scan.prompt("write the cache")
         write(root, "cache.py", "# the agent's, after the prompt\n")
+        scan.saw("cache.py", "c")    # the watcher's event for it (this process plays the watcher)
         proc = subprocess.Popen([*REWIND, "to", "2", "--yes"], cwd=root, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
