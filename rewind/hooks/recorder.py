@@ -35,7 +35,8 @@ SCAN_LOCK_TIMEOUT = 60.0
 SHELL_WAIT_S = 110.0          # a shell command's PreToolUse waits this long for the first scan (its hook timeout is 120 s)
 WATCHER_START_WAIT_S = 10.0   # a prompt waits this long for a starting watcher to begin its first scan
 WATCHER_APPEAR_S = 3.0        # (and this long for the watcher's process to take its lock)
-PENDING_GRACE_S = 0.25        # and this long for a tree not known to be big to be completed at once
+PENDING_GRACE_S = 0.25        # and this long for a tree not known to be big to be completed at once,
+YOUNG_SCAN_S = 1.0            # when its first scan began less than this ago
 
 
 class FirstScanRunning(Exception):
@@ -183,7 +184,9 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
             from rewind.capture import pending
             number = pending.begin(project, "prompt", ev.prompt, meta)
             if number is not None:
-                if not big and pending.settle(project, number, PENDING_GRACE_S, wait_only=True):
+                since = project.catalog.baseline_since(project.id) or 0
+                young = clock.wall_ns() - since < YOUNG_SCAN_S * 1e9     # else not a small tree
+                if not big and young and pending.settle(project, number, PENDING_GRACE_S, wait_only=True):
                     return f"checkpoint {number}"     # a small tree's first scan was in right after
                 return f"checkpoint {number} pending"
         cp, _ = scan(project, dict(kind="prompt", message=ev.prompt, meta=meta, settings=settings))
