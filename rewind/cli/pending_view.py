@@ -55,8 +55,9 @@ def marks(cp: Checkpoint) -> list[tuple[str, str]]:
 
 def pending_lines(project, cp: Checkpoint) -> list[str]:
     """What `show` says of a pending checkpoint: who completes it, since when, what waits."""
-    from rewind.clock import iso, wall_ns
-    running = project.catalog.baseline_running(project.id, wall_ns())
+    from rewind.capture.pending import first_scan_running
+    from rewind.clock import iso
+    running = first_scan_running(project)
     # when the scan began, if the catalog's watcher row tells; else when the prompt came
     began = (project.catalog.watcher(project.id) or {}).get("baseline_ns")
     since = f"{'running' if began else 'pending'} since {render.local_time(iso(began or cp.created_ns))}, " \
@@ -134,9 +135,9 @@ def settled(project, cp: Checkpoint, default_s: float) -> Checkpoint:
     if done is not None:
         return done
     if project.catalog.pending_one(project.id, cp.number) is not None:
-        from rewind.clock import wall_ns
+        from rewind.capture.pending import first_scan_running
         why = ("is still being completed by the watcher's first scan of the tree"
-               if project.catalog.baseline_running(project.id, wall_ns()) else
+               if first_scan_running(project) else
                "is still pending: the watcher's first scan stopped, and completing it here did not finish")
         raise RewindError(f"checkpoint {cp.number} {why} (waited {_duration(limit)}); nothing was changed",
                           hint="`rewind list` shows when it is complete; REWIND_SETTLE_TIMEOUT=SECONDS waits longer")
