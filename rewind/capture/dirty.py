@@ -89,6 +89,17 @@ class FullScan:
         return ScanPlan(False, None, {}, project.catalog.last_event_seq(project.id), None)
 
 
+class FullUpto:
+    """The whole tree, consuming the watcher's events up to `upto` only (a watcher's first
+    scan: what came after it began reading is read again by the next scan)."""
+
+    def __init__(self, upto: int):
+        self.upto = upto
+
+    def plan(self, project: Project, state: dict) -> ScanPlan:
+        return ScanPlan(False, None, {}, self.upto, None)
+
+
 class Fixed:
     """A dirty set given outright (`path -> "m" | "c"`, with the watcher's `events` if any,
     `path -> (kind, time, writer)`): incremental scans and attribution on a set the caller

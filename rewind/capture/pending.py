@@ -191,10 +191,11 @@ def patch_tree(store, load, root: str, patch: dict) -> str:
 
 
 def tree_at(load, now_root: str, first_root: str | None, first_done_seq: int | None, at_ns: int,
-            events: dict[str, list], edits: dict[str, list]) -> tuple[dict, list[str]]:
+            events: dict[str, list], edits: dict[str, list], before_root: str | None = None) -> tuple[dict, list[str]]:
     """(the patch that turns the tree now into the tree at `at_ns`, the paths whose content
     then is not known). `first_root`: the first scan's tree, and `first_done_seq` the event
     seq the watcher had reached when it had read everything (None: no such scan);
+    `before_root`: a tree from before the prompt (the first scan's, else the last one);
     `events`: path -> [(seq, kind, ts)] since the first scan began, oldest first; `edits`:
     path -> [(kind, mode, oid, size, ts)] the edit tools' pre-states, oldest first."""
     from rewind.store.tree import DIR, Entry
@@ -224,10 +225,14 @@ def tree_at(load, now_root: str, first_root: str | None, first_done_seq: int | N
         if not post:
             continue                             # as it is now
         pre = len(seen) - len(post)
-        if not pre and post[0][1] == "c":
-            patch[path] = None                   # made after the prompt (a tool's temporary file, say)
+        before = entry_at(load, before_root, path) if before_root else None
+        if not pre and post[0][1] == "c" and before_root is not None and before is None:
+            # made after the prompt (a tool's temporary file, say): absent then. (A "c" is
+            # also a rename over a file that was there: only for a path the tree before lacked.)
+            patch[path] = None
             continue
-        if first_root is not None and first_done_seq is not None and all(e[0] > first_done_seq for e in seen):
+        if not pre and first_root is not None and first_done_seq is not None and \
+                all(e[0] > first_done_seq for e in seen):
             patch[path] = entry_at(load, first_root, path)   # untouched while the first scan read
             continue
         unknown.append(path)
@@ -243,11 +248,13 @@ def tree_at(load, now_root: str, first_root: str | None, first_done_seq: int | N
     return patch, unknown
 
 
-def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | None = None) -> list[int]:
+def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | None = None,
+             watching_since: int | None = None) -> list[int]:
     """Complete the project's pending checkpoints (under the project lock, `wc`): each gets
     the tree as it was at its prompt, then the tree now is committed as the last scan.
-    `by`: "watcher" (right after its first scan: `first_root`, `first_done_seq`) or "hook"
-    (a watcher died or failed: whoever holds the lock next). Returns their numbers."""
+    `by`: "watcher" (right after its first scan: `first_root`, `first_done_seq`; a prompt
+    from before `watching_since` came while an earlier watcher ran) or "hook" (a watcher
+    died or failed: whoever holds the lock next). Returns their numbers."""
     from rewind.capture import dirty as dirtymod
     from rewind.capture.attribution import attribute_segment
     from rewind.capture.scan import ScanResult
@@ -256,44 +263,77 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
     from rewind.structs import replace
     project = wc.project
     catalog, store = project.catalog, project.store
-    pend = catalog.pending(project.id)
-    if not pend:
-        return []
+    stopped_ns = None
     if by == "hook":
-        watcher = catalog.watcher(project.id)
-        catalog.clear_baseline(project.id)
-        stopped_ns = (watcher or {}).get("heartbeat_ns")
+        stopped_ns = (catalog.watcher(project.id) or {}).get("heartbeat_ns")
+        catalog.clear_baseline(project.id)      # first: no prompt goes pending on a dead watcher's word
+    if not catalog.has_pending(project.id):
+        return []
     state = catalog.scan_state(project.id)
+    before_root = first_root or state["last_tree"]
+    scanned = wc.scan(Scan.auto())               # the tree now
+    if by == "watcher":
+        dirtymod.sync(project, timeout=5.0)      # every event until now is in
+    # read after the scan: an edit tool's pre-state or a write the scan may have read is here
+    pend = catalog.pending(project.id)
     raw_events = catalog.events_seq(project.id, state.get("consumed_seq") or 0)
     raw_edits = catalog.pending_edits(project.id)
-    scanned = wc.scan(Scan.auto())               # the tree now
     upto = scanned.plan.upto
     load, now_root = scanned.load, scanned.result.root
     events: dict[str, list] = {}
     lost = False
+    rules_changed_ns = []
     for seq, path, kind, ts, writer in raw_events:
-        if seq > upto:
-            break
         if kind == dirtymod.ANCHOR:
-            lost = lost or path in ("", "\0marker")
+            if path in ("", "\0marker"):
+                lost = True
+            else:
+                rules_changed_ns.append(ts)
         events.setdefault(path, []).append((seq, kind, ts))
     edits: dict[str, list] = {}
-    for path, kind, mode, oid, size, _tool, _sid, ts in raw_edits:
-        edits.setdefault(path, []).append((kind, mode, oid, size, ts))
+    shells: list[tuple[int, str]] = []
+    for path, kind, mode, oid, size, tool, _sid, ts in raw_edits:
+        if kind == "!":
+            shells.append((ts, tool or "a shell command"))
+        else:
+            edits.setdefault(path, []).append((kind, mode, oid, size, ts))
     writers = {seq: (path, kind, ts, writer) for seq, path, kind, ts, writer in raw_events if seq <= upto}
     trees = []
     for p in pend:
-        patch, unknown = tree_at(load, now_root, first_root, first_done_seq, p.created_ns, events, edits)
-        trees.append((p, patch_tree(store, load, now_root, patch), sorted(set(unknown))))
+        try:
+            patch, unknown = tree_at(load, now_root, first_root, first_done_seq, p.created_ns, events, edits,
+                                     before_root)
+            root, problem = patch_tree(store, load, now_root, patch), None
+        except Exception as e:       # a damaged tree, say: the checkpoint is taken all the same, and says so
+            from rewind.log import log
+            log(f"{project.root}: checkpoint {p.number} could not be rebuilt as at its prompt", e)
+            root, unknown, problem = now_root, [], f"{type(e).__name__}: {e}"
+        trees.append((p, root, sorted(set(unknown)), problem))
     store.flush()
     done_ns = clock.wall_ns()
-    note = None
-    if by == "hook":
-        note = ("completed by a later hook: the watcher did not complete it (it stopped or failed during its "
-                "first scan" + (f"; last heard of {iso(stopped_ns)}" if stopped_ns else "") + "); a change from "
-                "outside the agent after that is in this checkpoint as if made before the prompt")
-    if lost:
-        note = ((note + "; ") if note else "") + "the watcher lost events during its first scan"
+
+    def note_of(p, problem) -> str | None:
+        notes = []
+        if problem:
+            notes.append(f"could not be rebuilt as at the prompt ({problem}): it holds the tree as of "
+                         f"{iso(done_ns)}")
+        if by == "hook":
+            notes.append("completed by a later hook: the watcher did not complete it (it stopped or failed during "
+                         "its first scan" + (f"; last heard of {iso(stopped_ns)}" if stopped_ns else "") + "); a "
+                         "change from outside the agent after that is in this checkpoint as if made before the prompt")
+        elif watching_since is not None and p.created_ns < watching_since:
+            notes.append("the watcher that ran at the prompt stopped before completing it; a change from outside "
+                         f"the agent between the prompt and {iso(watching_since)} is in it as if made before")
+        if lost:
+            notes.append("the watcher lost events during its first scan")
+        if any(ts > p.created_ns for ts in rules_changed_ns):
+            notes.append("an ignore file changed after the prompt: what it newly ignores or no longer ignores "
+                         "is as it is now")
+        ran = [cmd for ts, cmd in shells if ts > p.created_ns]
+        if ran:
+            notes.append(f"a shell command ran before the first scan was in ({ran[0][:80]}): what it changed holds "
+                         "its later content")
+        return "; ".join(notes) or None
 
     def events_between(lo: int, hi: int | None) -> dict:
         out: dict = {}
@@ -305,10 +345,10 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
 
     numbers = []
     last_ns = state["scan_start_ns"] or 0      # the first scan's start: events from there on
-    for p, root, unknown in trees:
+    for p, root, unknown, problem in trees:
         st = catalog.scan_state(project.id)
-        prev_tree = st["last_tree"] or (catalog.latest(project.id, hidden=True).tree
-                                        if catalog.latest(project.id, hidden=True) else None)
+        latest = catalog.latest(project.id, hidden=True)
+        prev_tree = st["last_tree"] or (latest.tree if latest else None)
         segment = []
         if prev_tree and prev_tree != root:
             segment = change_rows(list(diff_trees(load, prev_tree, root)))
@@ -317,12 +357,12 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
                               st["scan_start_ns"] or None)
         stats = dict(scanned.stats, first_scan={
             "pending_ns": p.created_ns, "completed_ns": done_ns, "by": by, "changed_outside": unknown[:100],
-            "changed_outside_count": len(unknown), "events_lost": lost, "note": note})
+            "changed_outside_count": len(unknown), "events_lost": lost, "note": note_of(p, problem)})
         result = ScanResult(root=root, trees={}, stats=scanned.result.stats, protected=set(),
                             hardlinks=scanned.result.hardlinks)
         virtual = replace(scanned, request=Scan("touched", touched={}),
                           plan=dirtymod.ScanPlan(True, None, {}, st["consumed_seq"] or 0, None), state=st,
-                          result=result, stats=stats, segment=segment, prev=catalog.latest(project.id, hidden=True),
+                          result=result, stats=stats, segment=segment, prev=latest,
                           scan_start=st["scan_start_ns"] or 0, stamp=p.created_ns)
         wc.commit(virtual, Commit(p.kind, settings=config_load(project), pending=p))
         numbers.append(p.number)
@@ -337,7 +377,7 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
     final = replace(scanned, state=dict(scanned.state, last_scan_ns=st["last_scan_ns"]), segment=segment,
                     prev=catalog.latest(project.id, hidden=True))
     with catalog.transaction():
-        catalog.clear_pending_edits(project.id)
+        catalog.clear_pending_edits(project.id)  # (those of a checkpoint still pending stay)
     wc.commit(final)
     return numbers
 

@@ -266,13 +266,14 @@ class WorkingCopy:
 
 
 @contextmanager
-def locked(project: Project, timeout: float = 30.0):
+def locked(project: Project, timeout: float = 30.0, complete_pending: bool = True):
     """The project's working copy, under its lock (`StoreLocked` after `timeout` seconds).
     Pending checkpoints a watcher left (it died during its first scan, or failed to
-    complete them) are completed first: whoever holds the lock next does it (pending.py)."""
+    complete them) are completed first: whoever holds the lock next does it (pending.py),
+    unless `complete_pending` is False (a watcher's first scan completes them after it)."""
     with project_lock(project.home, project.id, timeout=timeout):
         wc = WorkingCopy(project)
-        if project.catalog.has_pending(project.id):
+        if complete_pending and project.catalog.has_pending(project.id):
             from rewind.capture import pending
             try:
                 pending.complete(wc, by="hook")

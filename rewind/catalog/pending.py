@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from rewind.clock import wall_ns
 from rewind.model import Checkpoint
 
 _P_COLS = ("project_id", "number", "kind", "created_at", "created_ns", "message", "agent", "session_id",
@@ -43,7 +44,7 @@ class PendingMixin:
         transaction the scan's end clears it in, so either the scan completes it or this
         returns None and the caller scans itself). Returns its number."""
         with self.transaction():
-            if not self.baseline_running(cp.project_id, cp.created_ns):
+            if not self.baseline_running(cp.project_id, wall_ns()):
                 return None
             cp.number = self.allocate_number(cp.project_id)
             self.db.execute(f"INSERT INTO pending_checkpoints({','.join(_P_COLS)}) VALUES "
@@ -85,8 +86,10 @@ class PendingMixin:
             "ORDER BY ts, rowid", (project_id,))]
 
     def clear_pending_edits(self, project_id: int) -> None:
-        """Inside a transaction."""
-        self.db.execute("DELETE FROM pending_edits WHERE project_id=?", (project_id,))
+        """Inside a transaction: the edits noted for pending checkpoints, once none is left
+        (one recorded meanwhile keeps them: they are what its completion puts back)."""
+        self.db.execute("DELETE FROM pending_edits WHERE project_id=? AND NOT EXISTS "
+                        "(SELECT 1 FROM pending_checkpoints WHERE project_id=?)", (project_id, project_id))
 
     def events_seq(self, project_id: int, after: int) -> list[tuple[int, str, str, int, str | None]]:
         """(seq, path, kind, ts, writer) of the watcher's events after `after`, oldest first."""

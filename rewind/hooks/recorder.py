@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import stat as S
+import time
 
 from rewind import clock, config
 from rewind.capture.ignore import IgnoreRules
 from rewind.constants import MAX_FILE_SIZE
 from rewind.fsutil import read_fd
 from rewind.hooks.base import Event
+from rewind.errors import StoreLocked
 from rewind.lock import store_lock
 from rewind.project import Project, open_catalog, resolve_root
 from rewind.store.objects import Store, digest_of
@@ -161,6 +163,23 @@ def _first_scan_running(project: Project, wait_for_start: bool = False) -> bool:
     return False
 
 
+AFTER_EDIT_ONLY = ("cursor",)
+
+
+def _pending_prompt(project: Project, ev: Event, meta: dict, big: bool | None) -> str | None:
+    """The first prompt does not wait for the first snapshot: recorded now, completed by it
+    (capture/pending.py). None if the first scan ended meanwhile."""
+    from rewind.capture import pending
+    number = pending.begin(project, "prompt", ev.prompt, meta)
+    if number is None:
+        return None
+    since = project.catalog.baseline_since(project.id) or 0
+    young = clock.wall_ns() - since < YOUNG_SCAN_S * 1e9     # else not a small tree
+    if not big and young and pending.settle(project, number, PENDING_GRACE_S, wait_only=True):
+        return f"checkpoint {number}"     # a small tree's first scan was in right after
+    return f"checkpoint {number} pending"
+
+
 def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> str:
     if ev.kind == "session_start":
         return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
@@ -178,19 +197,28 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
         meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
                 "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
         _close_windows(project, ev)
+        # an agent that reports an edit only after it (Cursor) leaves nothing to put back: its
+        # prompts wait for the first scan, as before
+        may_pend = ev.agent not in AFTER_EDIT_ONLY
         big = _size(project)
-        if _first_scan_running(project, wait_for_start=started != "watcher off" and big is not False):
-            # the first prompt does not wait for the first snapshot: recorded now, completed by it
-            from rewind.capture import pending
-            number = pending.begin(project, "prompt", ev.prompt, meta)
-            if number is not None:
-                since = project.catalog.baseline_since(project.id) or 0
-                young = clock.wall_ns() - since < YOUNG_SCAN_S * 1e9     # else not a small tree
-                if not big and young and pending.settle(project, number, PENDING_GRACE_S, wait_only=True):
-                    return f"checkpoint {number}"     # a small tree's first scan was in right after
-                return f"checkpoint {number} pending"
-        cp, _ = scan(project, dict(kind="prompt", message=ev.prompt, meta=meta, settings=settings))
-        return f"checkpoint {cp.number}"
+        if may_pend and _first_scan_running(project, wait_for_start=started != "watcher off" and big is not False):
+            note = _pending_prompt(project, ev, meta, big)
+            if note:
+                return note
+        deadline = time.monotonic() + SCAN_LOCK_TIMEOUT
+        while True:
+            try:
+                # short tries: a first scan that begins meanwhile takes the prompt as pending
+                cp, _ = scan(project, dict(kind="prompt", message=ev.prompt, meta=meta, settings=settings),
+                             timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                return f"checkpoint {cp.number}"
+            except StoreLocked:
+                if may_pend and _first_scan_running(project):
+                    note = _pending_prompt(project, ev, meta, big)
+                    if note:
+                        return note
+                if time.monotonic() >= deadline:
+                    raise
     if ev.kind == "stop":
         _close_windows(project, ev, ev.stop_scope)
         if _first_scan_running(project):
@@ -253,12 +281,24 @@ def _shell(project: Project, ev: Event, pid: int, served: bool = False) -> str:
     catalog = project.catalog
     if ev.kind == "pre_tool":
         timeout = SCAN_LOCK_TIMEOUT
-        if _first_scan_running(project):
+        waits = _first_scan_running(project)
+        if waits:
             # a command could write anywhere before the first scan has read it: it waits
             if served:
                 raise FirstScanRunning()
             timeout = SHELL_WAIT_S
-        _, stamp = scan(project, timeout=timeout)
+        try:
+            _, stamp = scan(project, timeout=timeout)
+        except StoreLocked:
+            if not (waits and _first_scan_running(project)):
+                raise
+            # the first scan outlasted the wait (the agent's hook timeout is near): the command
+            # runs in its window all the same, and the pending checkpoints say it ran
+            stamp = clock.wall_ns()
+            if project.catalog.has_pending(project.id):
+                with project.catalog.transaction():
+                    project.catalog.add_pending_edit(project.id, "", "!", None, None, None,
+                                                     (ev.command or "")[:200], ev.session_id, stamp)
         agent, chain = hook_chain(pid)
         with project.catalog.transaction():
             wid = catalog.open_shell_window(project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id,

@@ -317,22 +317,25 @@ class Watcher(ShellWindows):
         (the first snapshot of a big tree, off the hooks' time). A prompt meanwhile is
         recorded as pending (capture/pending.py), completed here right after the scan."""
         from rewind.capture import pending
-        from rewind.capture.dirty import sync
+        from rewind.capture.dirty import FullUpto, sync
         from rewind.capture.working_copy import Scan, locked
         from rewind.project import open_project
         try:
             project = open_project(self.root, create=True)
             try:
-                with locked(project, 120.0) as wc:
+                # what an earlier watcher left pending is completed after this scan, with the rest
+                with locked(project, 120.0, complete_pending=False) as wc:
                     cat = project.catalog
+                    upto = cat.last_event_seq(self.project_id)    # before any prompt can be pending
                     cat.set_baseline(self.project_id, os.getpid(), clock.wall_ns())
                     try:
-                        wc.commit(wc.scan(Scan.baseline()))
+                        wc.commit(wc.scan(Scan("baseline", source=FullUpto(upto))))
                         first_root = cat.scan_state(self.project_id)["last_tree"]
                         done_seq = sync(project, timeout=5.0)     # every event from before here is in
                     finally:
                         cat.set_baseline(self.project_id, os.getpid(), None)
-                    pending.complete(wc, by="watcher", first_root=first_root, first_done_seq=done_seq)
+                    pending.complete(wc, by="watcher", first_root=first_root, first_done_seq=done_seq,
+                                     watching_since=self.watching_since)
             finally:
                 project.close()
         except Exception as e:

@@ -27,7 +27,7 @@ from test_watcher import alive, state, wait_gone
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 
 MAKE_TREE = Path(__file__).resolve().parents[3] / "shared" / "bench" / "make_tree.py"
-FILES = 12000
+FILES = 24000
 
 
 def big_tree(root: Path, files: int = FILES) -> None:
@@ -98,6 +98,7 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
     write(root, "docs/kept.txt", "as it was at the prompt\n")
     write(root, "docs/edited.txt", "before the Edit tool\n")
     write(root, "docs/outside.txt", "before the editor saved\n")
+    write(root, "docs/saved.txt", "before the editor's atomic save\n")
     hook(payload("SessionStart", root), root)
     # a REWIND_* entry the watcher does not have: every hook declines to be served
     env = {} if served else {"REWIND_SERVED_TEST": "standalone"}
@@ -105,9 +106,9 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
     hook(prompt(root, "one"), root, **env)                                     # checkpoint 1, pending
     assert _baseline(root), "the first scan ended before the test could act in it: make the tree bigger"
     assert pending_numbers(root) == [1]
-    view = json.loads(run_rewind("watch", "--status", "--json", cwd=root, check=0).stdout)
-    assert view["first_scan_since"] and view["pending"] == [1], view
-    assert "1 checkpoint pending until it is in (1)" in run_rewind("status", cwd=root, check=0).stdout
+    write(root, "docs/outside.txt", "an editor saved this during the first scan\n")
+    write(root, "docs/.saved.txt.swp", "an editor saved this by a rename over the file\n")
+    os.replace(root / "docs/.saved.txt.swp", root / "docs/saved.txt")     # an event "created": it was there all the same
     # the agent writes a new file and edits one while the scan runs: neither waits
     wpre, wpost = tool_pair(root, "Write", file_path=str(root / "new/made.txt"), content="made\n")
     hook(wpre, root, **env)
@@ -117,8 +118,13 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
     hook(epre, root, **env)
     write(root, "docs/edited.txt", "after the Edit tool\n")
     hook(epost, root, **env)
-    write(root, "docs/outside.txt", "an editor saved this during the first scan\n")
     assert _baseline(root), "the first scan ended before the test could act in it: make the tree bigger"
+    if served:
+        view = json.loads(run_rewind("watch", "--status", "--json", cwd=root, check=0).stdout)
+        status = run_rewind("status", cwd=root, check=0).stdout
+        if _baseline(root):          # (still running once both returned: running while they ran)
+            assert view["first_scan_since"] and view["pending"] == [1], view
+            assert "1 checkpoint pending until it is in (1)" in status, status
     # a shell command waits for the scan, then runs in a window of its own
     bpre, bpost = tool_pair(root, "Bash", command="echo ran > ran.txt")
     hook(bpre, root, **env)
@@ -139,7 +145,7 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
     assert changes["ran.txt"]["source"] == "bash"
     # the editor's save came during the scan: whether the scan read the file before or
     # after it is not known, and the checkpoint says so
-    assert first["changed_outside"] == ["docs/outside.txt"]
+    assert first["changed_outside"] == ["docs/outside.txt", "docs/saved.txt"], first
     # and checkpoint 1 is the tree at the prompt for everything the agent did
     run_rewind("to", "1", "--yes", cwd=root)
     assert not (root / "new/made.txt").exists() and not (root / "new").exists()
@@ -148,6 +154,8 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
     assert not (root / "ran.txt").exists()
     assert (root / "docs/outside.txt").read_text() in ("before the editor saved\n",
                                                         "an editor saved this during the first scan\n")
+    assert (root / "docs/saved.txt").read_text() in ("before the editor's atomic save\n",
+                                                      "an editor saved this by a rename over the file\n")
 
 
 def test_a_watcher_that_dies_in_its_first_scan_leaves_the_prompt_to_the_next_hook(tmp_path):
