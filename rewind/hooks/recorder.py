@@ -146,19 +146,23 @@ def _first_scan_running(project: Project, wait_for_start: bool = False) -> bool:
         return True
     if not wait_for_start:
         return False
-    import time
     from rewind.capture.dirty import running
     now = time.monotonic()
     deadline, appear_by = now + WATCHER_START_WAIT_S, now + WATCHER_APPEAR_S
+    sized = False
     while time.monotonic() < deadline:
         if first_scan_running(project):
             return True
         row = running(project.home, catalog, project.id)
         if row is not None and row["ready_ns"] is not None and \
                 catalog.scan_state(project.id)["scan_start_ns"] >= row["ready_ns"]:
-            return False                 # its first scan is in
+            return False                 # its first scan is in (the usual case: one look)
         if row is None and time.monotonic() > appear_by:
             return False                 # no watcher came
+        if not sized:
+            sized = True
+            if _size(project) is False:
+                return False             # a small tree: scanned sooner than a watcher starts
         time.sleep(0.05)
     return False
 
@@ -166,7 +170,7 @@ def _first_scan_running(project: Project, wait_for_start: bool = False) -> bool:
 AFTER_EDIT_ONLY = ("cursor",)
 
 
-def _pending_prompt(project: Project, ev: Event, meta: dict, big: bool | None) -> str | None:
+def _pending_prompt(project: Project, ev: Event, meta: dict) -> str | None:
     """The first prompt does not wait for the first snapshot: recorded now, completed by it
     (capture/pending.py). None if the first scan ended meanwhile."""
     from rewind.capture import pending
@@ -175,7 +179,7 @@ def _pending_prompt(project: Project, ev: Event, meta: dict, big: bool | None) -
         return None
     since = project.catalog.baseline_since(project.id) or 0
     young = clock.wall_ns() - since < YOUNG_SCAN_S * 1e9     # else not a small tree
-    if not big and young and pending.settle(project, number, PENDING_GRACE_S, wait_only=True):
+    if young and not _size(project) and pending.settle(project, number, PENDING_GRACE_S, wait_only=True):
         return f"checkpoint {number}"     # a small tree's first scan was in right after
     return f"checkpoint {number} pending"
 
@@ -200,9 +204,8 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
         # an agent that reports an edit only after it (Cursor) leaves nothing to put back: its
         # prompts wait for the first scan, as before
         may_pend = ev.agent not in AFTER_EDIT_ONLY
-        big = _size(project)
-        if may_pend and _first_scan_running(project, wait_for_start=started != "watcher off" and big is not False):
-            note = _pending_prompt(project, ev, meta, big)
+        if may_pend and _first_scan_running(project, wait_for_start=started != "watcher off"):
+            note = _pending_prompt(project, ev, meta)
             if note:
                 return note
         deadline = time.monotonic() + SCAN_LOCK_TIMEOUT
@@ -214,7 +217,7 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
                 return f"checkpoint {cp.number}"
             except StoreLocked:
                 if may_pend and _first_scan_running(project):
-                    note = _pending_prompt(project, ev, meta, big)
+                    note = _pending_prompt(project, ev, meta)
                     if note:
                         return note
                 if time.monotonic() >= deadline:
