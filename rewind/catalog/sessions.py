@@ -14,9 +14,13 @@ class SessionsMixin:
     # -- sessions ----------------------------------------------------------------------
     def register_session(self, project_id: int, agent: str, session_id: str, first_cwd: str | None,
                          source: str | None, started_ns: int) -> None:
-        """Inside a transaction: a session's first event (a known session keeps its row)."""
-        self.db.execute("INSERT OR IGNORE INTO sessions(agent, session_id, project_id, first_cwd, source, started_ns)"
-                        " VALUES (?, ?, ?, ?, ?, ?)",
+        """Inside a transaction: a session's first event (a known session keeps its row).
+        A SessionStart whose hook returned before its work (hooks/client.py) may come after
+        the session's first prompt: its source and earlier start are taken then."""
+        self.db.execute("INSERT INTO sessions(agent, session_id, project_id, first_cwd, source, started_ns)"
+                        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(agent, session_id) DO UPDATE SET"
+                        " source=coalesce(sessions.source, excluded.source),"
+                        " started_ns=min(sessions.started_ns, excluded.started_ns)",
                         (agent, session_id, project_id, first_cwd, source, started_ns))
 
     def end_session(self, agent: str, session_id: str, ended_ns: int) -> None:

@@ -55,6 +55,8 @@ def main(args: list) -> int:
                 why = _served(agent, data)
                 if why is None:
                     return 0
+                if why in NO_WATCHER and _session_start(agent, data) and _detached():
+                    return 0            # the child registers the session and starts the watcher
     except KeyboardInterrupt:
         return 0
     except BaseException as e:
@@ -62,6 +64,51 @@ def main(args: list) -> int:
     # entry reads stdin itself when nothing was read (and says what is wrong: an unknown
     # agent, a terminal)
     return _standalone(args, data, why)
+
+
+# A session's start with no watcher to serve it does its work after the hook returned, in a
+# detached child: it registers the session and starts the watcher (a full standalone hook:
+# the imports of the recorder, SQLite, the catalog), and nothing of it has to be durable
+# before the agent goes on. The next hook registers the session itself if it comes first
+# (INSERT OR IGNORE both ways), and waits for the starting watcher as it did.
+NO_WATCHER = ("no watcher", "no answer")
+SESSION_START_AGENTS = ("claude", "gemini", "codex")     # `"hook_event_name": "SessionStart"`
+SESSION_START_MAX = 16 * 1024
+
+
+def _session_start(agent: str, data: bytes) -> bool:
+    """Whether the payload is a SessionStart, without json (and its `re`, `enum`): the key
+    once, unescaped, followed by the name. Anything unusual says no: the hook then does
+    the work before returning, as any other."""
+    if agent not in SESSION_START_AGENTS or len(data) > SESSION_START_MAX:
+        return False
+    key = b'"hook_event_name"'
+    i = data.find(key)
+    if i < 0 or data.find(key, i + 1) >= 0:
+        return False
+    rest = data[i + len(key):].lstrip(b" \t\r\n")
+    return rest[:1] == b":" and rest[1:].lstrip(b" \t\r\n").startswith(b'"SessionStart"')
+
+
+def _detached() -> bool:
+    """Fork: True in the parent (the hook returns now), False in a child that holds none of
+    the agent's pipes, in a session of its own (a Ctrl-C to the agent is not its)."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return False            # the work is done here, before returning
+    if pid:
+        return True
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        if null > 2:
+            os.close(null)
+    except OSError:
+        pass
+    return False
 
 
 def _standalone(args: list, data, why) -> int:

@@ -147,6 +147,8 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
     if new != raw:                  # installed already: the file is left as it is
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write(path, new, mode=0o644)
+    from rewind.bytecode import ensure_compiled
+    ensure_compiled()               # the hook runs a fresh interpreter per call: no compiling there
     return command
 
 

@@ -341,6 +341,9 @@ class Watcher(ShellWindows):
         except Exception as e:
             from rewind.log import log
             log(f"watch {self.root}: the first scan failed", e)
+        # after the scan, not competing with it: a hook compiles no module it imports
+        from rewind.bytecode import ensure_compiled
+        ensure_compiled()
 
 
 STOP_GRACE_S = 8.0
