@@ -83,7 +83,7 @@ def read_batch(dfd: int, names: list[str], hot_since: int, store: Store | None) 
             out.append((data, st, problem))
             continue
         oid = digest_of(data)
-        out.append((data, st, None, oid, encode(data) if store is not None and store.wanted(oid) else None))
+        out.append((data, st, None, oid, encode(data, fast=True) if store is not None and store.wanted(oid) else None))
     return out
 
 

@@ -229,6 +229,13 @@ MIGRATIONS = [
         ts INTEGER NOT NULL
     );
     """,
+    # 6: objects may be zstd (codec 2, store/objects.py). No table changes: the version
+    # itself is the point. A rewind that knows only zlib would take every zstd object for
+    # damaged (and `verify --drop-damaged` would forget good checkpoints); at schema 6 it
+    # says "upgrade rewind" instead.
+    """
+    INSERT OR REPLACE INTO meta(key, value) VALUES ('object_codecs', 'raw zlib zstd');
+    """,
 ]
 
 
