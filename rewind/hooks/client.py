@@ -74,6 +74,7 @@ def main(args: list) -> int:
 NO_WATCHER = ("no watcher", "no answer")
 SESSION_START_AGENTS = ("claude", "gemini", "codex")     # `"hook_event_name": "SessionStart"`
 SESSION_START_MAX = 16 * 1024
+PARENT_EXIT_WAIT_S = 0.2
 
 
 def _session_start(agent: str, data: bytes) -> bool:
@@ -93,6 +94,7 @@ def _session_start(agent: str, data: bytes) -> bool:
 def _detached() -> bool:
     """Fork: True in the parent (the hook returns now), False in a child that holds none of
     the agent's pipes, in a session of its own (a Ctrl-C to the agent is not its)."""
+    parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -108,6 +110,12 @@ def _detached() -> bool:
             os.close(null)
     except OSError:
         pass
+    # the hook's own exit first: on a busy machine (an agent starting up on the other core)
+    # the child's imports would otherwise take the CPU the returning hook needs
+    import time
+    deadline = time.monotonic() + PARENT_EXIT_WAIT_S
+    while os.getppid() == parent and time.monotonic() < deadline:
+        time.sleep(0.001)
     return False
 
 
