@@ -162,6 +162,7 @@ class HookServer:
                 return                         # the client gave up: it records the event itself
             answer = self._serve(agent, cwd, pid, env, data)
             conn.sendall(answer.encode())
+            conn.shutdown(socket.SHUT_WR)      # the client has its whole answer: it returns now
             if answer == "ok":
                 from rewind.hooks.entry import gc_if_due, merge_if_due
                 gc_if_due()                    # what a standalone hook starts after its work
