@@ -355,8 +355,12 @@ def ms(x: float) -> str:
     return f"{x * 1000:.0f}" if x >= 0.1 else f"{x * 1000:.1f}"
 
 
-def table(title: str, cols: list[Config], bare: dict[str, float], data: dict[str, list]) -> str:
-    """One column per install, then each install's ratio to the first (same row)."""
+def table(title: str, cols: list[Config], bare: dict[str, float], data: dict[str, list],
+          slots: dict[str, dict[str, float]]) -> str:
+    """One column per install, then each install's ratio to the first (same row). `slots`:
+    per interpreter, the bare start's median in each call's own place of the session (the
+    agent's own work at that moment, such as its start-up around SessionStart, slows a
+    process it starts then)."""
     heads = [c.install.name for c in cols] + [f"{c.install.name}/{cols[0].install.name}" for c in cols[1:]]
     rows: list[tuple[str, list[str]]] = []
 
@@ -380,12 +384,15 @@ def table(title: str, cols: list[Config], bare: dict[str, float], data: dict[str
     add("bare start (python -S -c pass), ms", [(ms(bare[c.install.binary]), bare[c.install.binary]) for c in cols])
     add("per prompt / (bare start x calls): median",
         [(f"{med(ratios[c.key]):.2f}x", med(ratios[c.key])) for c in cols])
-    rows.append(("per call, ms: median (x bare start) [n]", [""] * len(heads)))
+    rows.append(("per call, ms: median (x bare start; x a bare start in its place) [n]", [""] * len(heads)))
     for label in LABELS:
         values = []
         for c in cols:
             xs = [s for calls in data[c.key] for lab, s in calls if lab == label]
-            values.append((f"{ms(med(xs))} ({med(xs) / bare[c.install.binary]:.1f}x) [{len(xs)}]", med(xs)) if xs else ("-", 0))
+            slot = slots.get(c.install.binary, {}).get(label)
+            there = f"; {med(xs) / slot:.1f}x" if slot and slot == slot else ""
+            values.append((f"{ms(med(xs))} ({med(xs) / bare[c.install.binary]:.1f}x{there}) [{len(xs)}]", med(xs))
+                          if xs else ("-", 0))
         if any(v[1] for v in values):
             add("  " + label, values)
     width0 = max(len(r[0]) for r in rows)
@@ -437,15 +444,17 @@ def run_mode(mode: str, installs: list[Install], watches: list[bool], args, work
             stop_watchers(cfg)
     if not args.keep:
         shutil.rmtree(work / mode, ignore_errors=True)
-    bare = {}
+    bare, slots = {}, {}
     for cfg in configs:
         if cfg.bare:
             bare[cfg.install.binary] = med([s for calls in data[cfg.key] for _, s in calls])
+            slots[cfg.install.binary] = {label: med([s for calls in data[cfg.key] for lab, s in calls if lab == label])
+                                         for label in LABELS}
     out = []
     for w in watches:
         cols = [c for c in configs if c.watch is w]
         title = f"{mode} mode ({MODES[mode]}), watcher {'on' if w else 'off'}:"
-        out.append(table(title, cols, bare, data))
+        out.append(table(title, cols, bare, data, slots))
     return "\n\n".join(out)
 
 
