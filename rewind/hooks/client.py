@@ -70,7 +70,8 @@ def main(args: list) -> int:
 # detached child: it registers the session and starts the watcher (a full standalone hook:
 # the imports of the recorder, SQLite, the catalog), and nothing of it has to be durable
 # before the agent goes on. The next hook registers the session itself if it comes first
-# (INSERT OR IGNORE both ways), and waits for the starting watcher as it did.
+# (the SessionStart then adds its source and start: catalog.register_session), and waits
+# for the starting watcher as it did.
 NO_WATCHER = ("no watcher", "no answer")
 SESSION_START_AGENTS = ("claude", "gemini", "codex")     # `"hook_event_name": "SessionStart"`
 SESSION_START_MAX = 16 * 1024
