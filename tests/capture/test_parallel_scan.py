@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from helpers import rewritten_in_place
 from rewind.capture.pipeline import AHEAD_BYTES, Pipeline
 from rewind.capture.scan import scan
-from rewind.store.objects import Store, loose_path
+from rewind.store.objects import Store, decode, digest_of, loose_path
 from rewind.store.tree import FILE, LARGE, LINK, serialize
 
 LIMIT = AHEAD_BYTES + 2**20    # the size limit the scans here are given
@@ -29,17 +29,21 @@ NOW = 2**62        # the filesystem's "now" for the racy rule: far ahead, so eve
 
 
 def contents(store: Store) -> dict[str, bytes]:
-    """Every object the store holds, loose or packed, by id: its stored bytes."""
+    """Every object the store holds, loose or packed, by id: its bytes, decoded and checked
+    against its id (the reader threads compress with zstd, a sequential scan with zlib:
+    the same content, other stored bytes)."""
     out = {}
     for name, pack in store.packs().items():
         for oid, off, length in pack.entries():
-            out[oid] = pack.read(off, length)
+            out[oid] = decode(pack.read(off, length))
     if os.path.isdir(store.objects):
         for shard in os.listdir(store.objects):
             if len(shard) == 2:
                 for rest in os.listdir(os.path.join(store.objects, shard)):
                     with open(loose_path(store.objects, shard + rest), "rb") as f:
-                        out[shard + rest] = f.read()
+                        out[shard + rest] = decode(f.read())
+    for oid, data in out.items():
+        assert digest_of(data) == oid
     return out
 
 
