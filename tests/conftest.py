@@ -35,9 +35,15 @@ def _isolate(tmp_path_factory, monkeypatch):
 
 def _stop_watchers(rewind_home: str) -> None:
     """A watcher outlives the session that started it (until 30 idle minutes): the ones this
-    test started stop with it, so they do not pile up on the machine during the suite."""
+    test started stop with it, so they do not pile up on the machine during the suite. So
+    does a SessionStart's detached child (hooks/client.py), which could start one after."""
     if not os.path.isdir(rewind_home) or not os.path.isdir("/proc/self"):
         return
+    _stop(_ours(rewind_home, b"hook"))
+    _stop(_ours(rewind_home, b"watch"))
+
+
+def _ours(rewind_home: str, word: bytes) -> list[int]:
     mark = f"\0REWIND_HOME={rewind_home}\0".encode()
     pids = []
     for name in os.listdir("/proc"):
@@ -46,13 +52,17 @@ def _stop_watchers(rewind_home: str) -> None:
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmd = f.read()
-            if b"watch" not in cmd:
+            if word not in cmd:
                 continue
             with open(f"/proc/{name}/environ", "rb") as f:
                 if mark in b"\0" + f.read() + b"\0":
                     pids.append(int(name))
         except OSError:
             continue
+    return pids
+
+
+def _stop(pids: list[int]) -> None:
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
