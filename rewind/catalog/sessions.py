@@ -37,6 +37,13 @@ class SessionsMixin:
         return self.db.execute("SELECT 1 FROM sessions WHERE project_id=? LIMIT 1",
                                (project_id,)).fetchone() is not None
 
+    def session_lacks_source(self, agent: str, session_id: str) -> bool:
+        """A known session registered by an event that had no source (a prompt before its
+        SessionStart's detached work: hooks/client.py)."""
+        row = self.db.execute("SELECT source FROM sessions WHERE agent=? AND session_id=?",
+                              (agent, session_id)).fetchone()
+        return row is not None and row[0] is None
+
     def session_project(self, agent: str, session_id: str) -> tuple[int, str | None] | None:
         return self.db.execute("SELECT project_id, first_cwd FROM sessions WHERE agent=? AND session_id=?",
                                (agent, session_id)).fetchone()

@@ -96,8 +96,9 @@ def handle(ev: Event, pid: int | None = None, served_root: str | None = None, fa
         project = Project(home, root, project_id, catalog, Store(home))
         if served_root is None:
             catalog.count_standalone_hook(project.id, fallback, clock.wall_ns())
-        if not known or ev.kind == "session_start":    # (a SessionStart may come after its prompt)
-            _register(project, ev)
+        if not known or (ev.kind == "session_start" and ev.source
+                         and catalog.session_lacks_source(ev.agent, ev.session_id)):
+            _register(project, ev)      # (a SessionStart may come after its prompt: its source)
         note = _dispatch(project, ev, pid or os.getpid(), served_root is not None)
         catalog.flush_riders()
         return note
