@@ -93,14 +93,15 @@ def _zstd_compressor():
     return c
 
 
+def _zlib1(data: bytes) -> bytes:
+    return zlib.compress(data, 1)
+
+
 def encode(data: bytes, fast: bool = False) -> bytes:
     """Compress unless the data does not compress (a sample decides for large inputs).
     `fast`: zstd when this process has it (a big scan's file contents), else zlib."""
     c = _zstd_compressor() if fast else None
-    if c is not None:
-        codec, compress = ZSTD, c.compress
-    else:
-        codec, compress = ZLIB, lambda b: zlib.compress(b, 1)
+    codec, compress = (ZSTD, c.compress) if c is not None else (ZLIB, _zlib1)
     if len(data) > _SAMPLE and len(compress(data[:_SAMPLE])) > 0.9 * _SAMPLE:
         return bytes([RAW]) + data
     packed = compress(data)
