@@ -29,16 +29,35 @@ class ScanPlan:
     events: dict[str, tuple[str, int, str | None]] | None   # path -> (kind, time, writer)
 
 
+# In the watcher's own process (the hooks it serves, its first scan) a cookie is answered in
+# memory: the watcher sets this to its `Answers` (watch/daemon.py) while it runs, and then
+# writes no answer row for such a cookie, and the caller polls none. None in any other process.
+LOCAL_ANSWERS = None
+
+
 def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
     """Create a cookie and wait until the watcher wrote it back: every event before it is
     then in the catalog. Returns the seq the watcher had reached, or None."""
     name = f"{COOKIE_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
     path = os.path.join(project.root, name)
+    local = LOCAL_ANSWERS
+    waiter = local.expect(project.id, name) if local is not None else None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
+        if waiter is not None:
+            local.forget(name)
         return None
     os.close(fd)
+    if waiter is not None:
+        try:
+            return waiter.wait(timeout)
+        finally:
+            local.forget(name)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
     catalog = project.catalog
     try:
         deadline = time.monotonic() + timeout

@@ -24,8 +24,9 @@ prompt), but a duplicate costs a redundant row, where a lost prompt would cost i
 point: the lesser harm.
 """
 
-import os
+import posix      # what `os` is built on, loaded at start-up: `import os` costs a -S hook 2.5 ms
 import sys
+import time       # built in
 
 MAGIC = b"RWH2"
 OFFER_TIMEOUT_S = 2.0
@@ -37,6 +38,10 @@ SUN_PATH_MAX = 107              # sockaddr_un's path, less its NUL
 # refuses a call whose behaviour-changing entries differ from its own (serve.SAME_ENV).
 FORWARDED = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME",
              "HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
+_FORWARDED_B = frozenset(k.encode() for k in FORWARDED)
+# hooks/__init__.ADAPTERS' names (a test keeps them equal): the package is imported only
+# when the hook does its work itself
+AGENTS = ("claude", "gemini", "codex", "cursor", "generic")
 
 
 def main(args: list) -> int:
@@ -44,10 +49,9 @@ def main(args: list) -> int:
     agent = args[0] if args else ""
     data = why = None
     try:
-        from rewind.hooks import ADAPTERS
-        if agent in ADAPTERS and sys.stdin is not None and not os.isatty(0):
+        if agent in AGENTS and sys.stdin is not None and not posix.isatty(0):
             data = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
-            if os.environ.get("REWIND_WATCH") == "0":
+            if posix.environ.get(b"REWIND_WATCH") == b"0":
                 why = "watcher off"
             elif len(data) > MAX_PAYLOAD:
                 why = "payload too large"
@@ -95,27 +99,26 @@ def _session_start(agent: str, data: bytes) -> bool:
 def _detached() -> bool:
     """Fork: True in the parent (the hook returns now), False in a child that holds none of
     the agent's pipes, in a session of its own (a Ctrl-C to the agent is not its)."""
-    parent = os.getpid()
+    parent = posix.getpid()
     try:
-        pid = os.fork()
+        pid = posix.fork()
     except OSError:
         return False            # the work is done here, before returning
     if pid:
         return True
     try:
-        os.setsid()
-        null = os.open(os.devnull, os.O_RDWR)
+        posix.setsid()
+        null = posix.open("/dev/null", posix.O_RDWR)
         for fd in (0, 1, 2):
-            os.dup2(null, fd)
+            posix.dup2(null, fd)
         if null > 2:
-            os.close(null)
+            posix.close(null)
     except OSError:
         pass
     # the hook's own exit first: on a busy machine (an agent starting up on the other core)
     # the child's imports would otherwise take the CPU the returning hook needs
-    import time
     deadline = time.monotonic() + PARENT_EXIT_WAIT_S
-    while os.getppid() == parent and time.monotonic() < deadline:
+    while posix.getppid() == parent and time.monotonic() < deadline:
         time.sleep(0.001)
     return False
 
@@ -124,27 +127,75 @@ def _standalone(args: list, data, why) -> int:
     from rewind.hooks import entry
     if data is None:
         return entry.run_hook(args)
+    import os
     return entry.run_standalone(entry.Call(args[0], data, os.environ, None, os.getpid(), why))
 
 
-def find(home: str, where: str):
+# -- finding the watcher: bytes throughout (paths and environment as the kernel has them),
+# and `posix`, not `os`
+
+def _fs(s: str) -> bytes:
+    return s.encode(sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
+
+
+def _home_of(env) -> bytes | None:
+    """The HOME `~` stands for, as os.path.expanduser finds it from the environment; None
+    when only the password database knows (the caller asks rewind.locations)."""
+    home = env.get(b"HOME")
+    return home.rstrip(b"/") or b"/" if home else None
+
+
+def _expand(path: bytes, env) -> bytes | None:
+    if not path.startswith(b"~"):
+        return path
+    if path != b"~" and not path.startswith(b"~/"):
+        return None                          # ~user
+    home = _home_of(env)
+    return None if home is None else (home + path[1:] if home != b"/" else path[1:] or b"/")
+
+
+def data_dir_b(env) -> bytes | None:
+    """rewind.locations.data_dir() without its imports (`os`), before realpath (the run dir
+    is listed through whatever links lead to it); None when only that function can say
+    (an unusual environment), or raises RuntimeError as it does. A test keeps the two equal."""
+    home = env.get(b"REWIND_HOME")
+    if home:
+        return _expand(home, env)
+    if env.get(b"REWIND_TESTING"):
+        raise RuntimeError("REWIND_HOME must be set in tests")
+    if not sys.platform.startswith("linux"):
+        return None
+    base = env.get(b"XDG_DATA_HOME", b"").strip()
+    if not base:
+        h = _home_of(env)
+        if h is None:
+            return None
+        base = (h if h != b"/" else b"") + b"/.local/share"
+    elif not base.startswith(b"/"):
+        return None                          # a relative XDG_DATA_HOME: realpath decides
+    return base.rstrip(b"/") + b"/rewind"
+
+
+def find(home, where):
     """(run dir, socket name) of the watcher whose project holds `where`, or None: a
-    listing of the run dir and a readlink per watched project."""
-    run = os.path.join(home, RUN_DIR)
+    listing of the run dir and a readlink per watched project. str or bytes, both alike."""
+    b = isinstance(home, bytes)
+    run = home + (b"/run" if b else "/run")
     try:
-        names = os.listdir(run)
+        names = posix.listdir(run)
     except OSError:
         return None
+    suffix, slash = (b".root", b"/") if b else (".root", "/")
     best, best_len = None, -1
     for name in names:
-        if not name.endswith(".root"):
+        if not name.endswith(suffix):
             continue
         try:
-            root = os.readlink(os.path.join(run, name))
+            root = posix.readlink(run + slash + name)
         except OSError:
             continue
-        if (where == root or where.startswith(root.rstrip("/") + "/")) and len(root) > best_len:
-            best, best_len = name[:-5] + ".sock", len(root)
+        if (where == root or where.startswith(root.rstrip(slash) + slash)) and len(root) > best_len:
+            best, best_len = name[:-5] + (b".sock" if b else ".sock"), len(root)
     return (run, best) if best else None
 
 
@@ -152,51 +203,63 @@ def _field(b: bytes) -> bytes:
     return len(b).to_bytes(4, "big") + b
 
 
-def request(agent: str, cwd: str, pid: int, env: dict, data: bytes) -> bytes:
-    pairs = b"\0".join(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items())
-    return b"".join((MAGIC, _field(agent.encode()), _field(os.fsencode(cwd)), _field(str(pid).encode()),
+def request(agent: str, cwd, pid: int, env: dict, data: bytes) -> bytes:
+    """The request's bytes; `cwd` and `env`'s keys and values str or bytes."""
+    enc = (lambda x: x if isinstance(x, bytes) else _fs(x))
+    pairs = b"\0".join(enc(k) + b"=" + enc(v) for k, v in env.items())
+    return b"".join((MAGIC, _field(agent.encode()), _field(enc(cwd)), _field(str(pid).encode()),
                      _field(pairs), _field(data)))
 
 
 def _served(agent: str, data: bytes):
     """None when the watcher recorded the event, else why not (the client then does)."""
-    from rewind import locations
+    env = posix.environ
     try:
-        home = locations.data_dir()
+        home = data_dir_b(env)
+        if home is None:
+            from rewind import locations
+            home = _fs(locations.data_dir())
     except RuntimeError:
         return "no data dir"
-    env = os.environ
-    cwd = os.getcwd()
-    where = env.get("CLAUDE_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR") or cwd
-    found = find(home, os.path.realpath(where)) if os.path.isabs(where) else None
-    if found is None:
+    cwd = posix.getcwdb()
+    where = env.get(b"CLAUDE_PROJECT_DIR") or env.get(b"GEMINI_PROJECT_DIR") or cwd
+    if not where.startswith(b"/"):
         return "no watcher"
+    # the path as given first: the project's root as a watcher has it is a real path, and so
+    # is the usual project dir (the watcher checks the event's project all the same, and
+    # answers `fallback other-project` for another's)
+    found = find(home, where)
+    if found is None:
+        import os                            # a link on the way, `..`, a trailing slash
+        real = os.path.realpath(where)
+        found = find(home, real) if real != where else None
+        if found is None:
+            return "no watcher"
     run, name = found
-    uid = os.getuid()
-    path = os.path.join(run, name)
+    uid = posix.getuid()
+    path = run + b"/" + name
     try:
-        st = os.lstat(path)
-        dst = os.lstat(run)
+        st = posix.lstat(path)
+        dst = posix.lstat(run)
     except OSError:
         return "no watcher"
     if st.st_uid != uid or dst.st_uid != uid or (st.st_mode & 0o170000) != 0o140000 or dst.st_mode & 0o077:
         return "socket not ours"
-    sent = {k: env[k] for k in env if k.startswith("REWIND_") or k in FORWARDED}
-    req = request(agent, cwd, os.getpid(), sent, data)
+    sent = {k: v for k, v in env.items() if k.startswith(b"REWIND_") or k in _FORWARDED_B}
+    req = request(agent, cwd, posix.getpid(), sent, data)
     import _socket
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     dfd = None
     try:
         s.settimeout(OFFER_TIMEOUT_S)
         try:
-            if len(os.fsencode(path)) <= SUN_PATH_MAX:
+            if len(path) <= SUN_PATH_MAX:
                 s.connect(path)
             else:   # too long for sockaddr_un: through the run dir's descriptor
-                dfd = os.open(run, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-                s.connect(f"/proc/self/fd/{dfd}/{name}")
+                dfd = posix.open(run, posix.O_PATH | posix.O_DIRECTORY | posix.O_CLOEXEC)
+                s.connect(b"/proc/self/fd/%d/%s" % (dfd, name))
         except OSError:
             return "no answer"        # a socket left behind by a watcher that is gone
-        import time
         deadline = time.monotonic()
         s.sendall(req)
         deadline += OFFER_TIMEOUT_S
@@ -218,12 +281,11 @@ def _served(agent: str, data: bytes):
     finally:
         s.close()
         if dfd is not None:
-            os.close(dfd)
+            posix.close(dfd)
 
 
 def _recv(s, deadline: float) -> bytes:
     """The watcher's offer (`?`) or refusal (`fallback WHY`, then it closes), by `deadline`."""
-    import time
     got = b""
     while got != b"?" and len(got) < 512:
         left = deadline - time.monotonic()

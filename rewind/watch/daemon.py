@@ -72,6 +72,7 @@ class Watcher(ShellWindows):
         self._local = threading.local()          # one catalog connection per thread
         self.server = None                       # the hooks it serves (serve.py), once ready
         self._catalogs: list[Catalog] = []
+        self.answers = Answers(project_id)       # this process's own cookies, answered in memory
 
     @property
     def catalog(self) -> Catalog:
@@ -163,12 +164,23 @@ class Watcher(ShellWindows):
 
     def flush(self, cookie: str | None = None) -> None:
         """Write the pending events (and a cookie's answer after them): under flush_lock, so
-        a cookie's seq is never below an event that came before it."""
+        a cookie's seq is never below an event that came before it. A cookie made in this
+        process (`Answers`) is answered in memory, once the events are committed."""
         with self.flush_lock:
             with self.lock:
                 batch, self.pending = self.pending, []
-            if batch or cookie is not None:
-                self._write(batch, cookie)
+            waiter = self.answers.take(cookie) if cookie is not None else None
+            if waiter is None:
+                if batch or cookie is not None:
+                    self._write(batch, cookie)
+                return
+            seq = None
+            try:
+                if batch:
+                    self._write(batch, None)
+                seq = self.catalog.last_event_seq(self.project_id)
+            finally:
+                waiter.answer(seq)              # None: the caller scans the whole tree at once
 
     def _write(self, batch: list, cookie: str | None) -> None:
         merged: dict[str, tuple[str, int, str | None]] = {}
@@ -253,6 +265,8 @@ class Watcher(ShellWindows):
             self.load_windows()                  # (if no event came first)
             ready = clock.wall_ns()
             self.heartbeat(self.catalog, ready_ns=ready)
+            from rewind.capture import dirty
+            dirty.LOCAL_ANSWERS = self.answers   # the watches are in: this process's cookies come here
             self.serve_hooks()                   # from the start: a prompt during the first scan is pending
             first = threading.Thread(target=self._baseline, name="rewind-first-scan", daemon=True)
             first.start()
@@ -283,6 +297,9 @@ class Watcher(ShellWindows):
                         self.stop_reason = "rewind's data directory is gone"
                         break
         finally:
+            from rewind.capture import dirty
+            if dirty.LOCAL_ANSWERS is self.answers:
+                dirty.LOCAL_ANSWERS = None
             if self.server is not None:
                 self.server.close()              # the call being served finishes first
             observer.stop()
@@ -344,6 +361,49 @@ class Watcher(ShellWindows):
         # after the scan, not competing with it: a hook compiles no module it imports
         from rewind.bytecode import ensure_compiled
         ensure_compiled()
+
+
+class Answers:
+    """The cookies of this process's own scans (the hooks it serves, its first scan), answered
+    in memory (capture/dirty.py `sync`): no answer row to write and poll for, no thread hop
+    through SQLite. A cookie of another process is answered with a row, as always."""
+
+    def __init__(self, project_id: int):
+        self.project_id = project_id
+        self.lock = threading.Lock()
+        self.waiting: dict[str, _Waiter] = {}
+
+    def expect(self, project_id: int, name: str) -> _Waiter | None:
+        if project_id != self.project_id:
+            return None
+        w = _Waiter()
+        with self.lock:
+            self.waiting[name] = w
+        return w
+
+    def take(self, name: str) -> _Waiter | None:
+        with self.lock:
+            return self.waiting.pop(name, None)
+
+    def forget(self, name: str) -> None:
+        with self.lock:
+            self.waiting.pop(name, None)
+
+
+class _Waiter:
+    __slots__ = ("event", "seq")
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.seq: int | None = None
+
+    def answer(self, seq: int | None) -> None:
+        self.seq = seq
+        self.event.set()
+
+    def wait(self, timeout: float) -> int | None:
+        """Never on the main thread (a signal handler and Event.wait: see Watcher._pause)."""
+        return self.seq if self.event.wait(timeout) else None
 
 
 STOP_GRACE_S = 8.0

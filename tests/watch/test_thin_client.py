@@ -1,0 +1,146 @@
+"""The installed hook's thin client (hooks/client.py, rewind/hook.py): what it costs to start
+(no `os`, no package beyond its own), that it finds the data dir exactly as
+rewind.locations does, and that it is served through a project dir given by a link."""
+
+from __future__ import annotations
+
+import json
+import time
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rewind import locations
+from rewind.hooks import ADAPTERS, client, install
+from test_served import counts, make, payload, serving
+from test_watcher import wait_ready
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
+PACKAGE_PARENT = str(Path(client.__file__).resolve().parents[2])
+
+
+def test_the_client_imports_no_module_beyond_its_own_under_dash_s():
+    code = ("import sys; before = set(sys.modules); sys.path[0] = %r; import rewind.hooks.client; "
+            "print(' '.join(sorted(set(sys.modules) - before)))" % PACKAGE_PARENT)
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["rewind", "rewind.hooks", "rewind.hooks.client"]
+
+
+def test_the_clients_agents_are_the_adapters():
+    assert client.AGENTS == tuple(ADAPTERS)
+
+
+def _b(env: dict[str, str]) -> dict[bytes, bytes]:
+    return {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+
+
+@pytest.mark.parametrize("case", ["home", "tilde", "relative", "link", "xdg", "xdg-relative", "no-xdg",
+                                  "slash-home", "tilde-user", "testing"])
+def test_the_clients_data_dir_is_rewinds(case, tmp_path, monkeypatch):
+    """Only computed, never created: no real home is touched."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path)
+    for k in ("REWIND_HOME", "REWIND_TESTING", "XDG_DATA_HOME"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "link"))
+    env = {"home": {"REWIND_HOME": str(tmp_path / "real" / "h")},
+           "tilde": {"REWIND_HOME": "~/h"},
+           "relative": {"REWIND_HOME": "real/h"},
+           "link": {"REWIND_HOME": str(tmp_path / "link" / "h")},
+           "xdg": {"XDG_DATA_HOME": str(tmp_path / "link") + "/"},
+           "xdg-relative": {"XDG_DATA_HOME": "link"},
+           "no-xdg": {},
+           "slash-home": {"HOME": "/"},
+           "tilde-user": {"REWIND_HOME": "~root/h"},
+           "testing": {"REWIND_TESTING": "1"}}[case]
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    if case == "testing":
+        with pytest.raises(RuntimeError):
+            locations.data_dir()
+        with pytest.raises(RuntimeError):
+            client.data_dir_b(_b(dict(os.environ)))
+        return
+    got = client.data_dir_b(_b(dict(os.environ)))
+    if case in ("tilde-user", "xdg-relative"):
+        assert got is None                  # the client asks rewind.locations then
+        return
+    assert os.path.realpath(os.fsdecode(got)) == locations.data_dir()
+
+
+def _installed(p: dict, cwd: Path, **env) -> None:
+    proc = subprocess.run(install.hook_command("claude"), shell=True, input=json.dumps(p).encode(),
+                          capture_output=True, cwd=cwd, timeout=60, env={**os.environ, "REWIND_WATCH": "1", **env})
+    assert proc.returncode == 0 and proc.stdout == b"", proc
+
+
+def test_the_installed_hook_is_served_through_a_linked_project_dir(tmp_path):
+    root = make(tmp_path, "p")
+    link = tmp_path / "via"
+    link.symlink_to(root)
+    _installed(payload("SessionStart", root), root, CLAUDE_PROJECT_DIR=str(root))
+    wait_ready(root)
+    serving(root)
+    # the agent names the project through the link: the client resolves it when the path as
+    # given names no watched project, and the call is served all the same
+    for event in ("UserPromptSubmit", "Stop"):
+        p = payload(event, root)
+        p["cwd"] = str(link)
+        _installed(p, link, CLAUDE_PROJECT_DIR=str(link))
+    assert counts(root, served=2) == (2, 1)     # the SessionStart came before the watcher
+    cps = json.loads(subprocess.run([sys.executable, "-m", "rewind", "list", "--json"], cwd=root,
+                                    capture_output=True, text=True, check=True).stdout)
+    assert [cp["kind"] for cp in cps] == ["prompt"]
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+def test_a_cookie_of_the_watchers_own_process_is_answered_in_memory(in_process, tmp_path, monkeypatch):
+    """A served hook's scan syncs with the watcher it runs in: the answer is handed over in
+    memory, after the events before the cookie are committed, and no answer row is written
+    (a trigger on the real catalog tells). Any other process's cookie gets its row."""
+    import threading
+    from watchdog.events import FileCreatedEvent, FileModifiedEvent
+    from helpers import project, write
+    from rewind.capture import dirty
+    from rewind.constants import COOKIE_PREFIX
+    from rewind.watch.daemon import Watcher
+    root = tmp_path / "proj"
+    write(root, "a.txt", "a")
+    proj = project(root)
+    proj.catalog.db.execute("CREATE TRIGGER seen AFTER INSERT ON watch_cookies BEGIN "
+                            "INSERT OR REPLACE INTO meta(key, value) VALUES ('test-cookie-row', NEW.name); END")
+    w = Watcher(os.environ["REWIND_HOME"], str(root), proj.id, background=False, idle_s=None)
+    monkeypatch.setattr(dirty, "LOCAL_ANSWERS", w.answers if in_process else None)
+    got = {}
+
+    def hook_side():                 # a served call's own connection, on its own thread
+        mine = project(root)
+        try:
+            got["seq"] = dirty.sync(mine, timeout=10)
+        finally:
+            mine.close()
+    t = threading.Thread(target=hook_side)
+    t.start()
+    try:
+        w.on_event(FileModifiedEvent(str(root / "a.txt")))          # before the cookie
+        for _ in range(1000):
+            cookies = [n for n in os.listdir(root) if n.startswith(COOKIE_PREFIX)]
+            if cookies:
+                break
+            time.sleep(0.005)
+        w.on_event(FileCreatedEvent(str(root / cookies[0])))
+        t.join(10)
+        rows = proj.catalog.db.execute("SELECT seq, path FROM watch_events").fetchall()
+        assert got["seq"] == max(seq for seq, _ in rows) and (got["seq"], b"a.txt") in rows
+        row_seen = proj.catalog.db.execute("SELECT value FROM meta WHERE key='test-cookie-row'").fetchone()
+        assert (row_seen is None) == in_process
+        assert w.answers.waiting == {} and not [n for n in os.listdir(root) if n.startswith(COOKIE_PREFIX)]
+    finally:
+        t.join(10)
+        for cat in w._catalogs:
+            cat.close()
+        proj.close()
