@@ -94,16 +94,18 @@ class Project:
     catalog: Catalog
     store: Store
 
-    def close(self) -> None:
+    def close(self, keep_catalog: bool = False) -> None:
         """What this process found damaged is remembered in the catalog first (best effort:
-        a catalog that cannot take it must not turn a read into a failure)."""
+        a catalog that cannot take it must not turn a read into a failure). `keep_catalog`:
+        the catalog was lent (a watcher's serving connection) and stays open."""
         if self.store.found_damaged:
             try:
                 from rewind.clock import now_ns
                 self.catalog.note_damaged(self.store.found_damaged, now_ns())
             except Exception:
                 pass
-        self.catalog.close()
+        if not keep_catalog:
+            self.catalog.close()
 
 
 def open_catalog() -> tuple[str, Catalog]:

@@ -33,7 +33,9 @@ BUSY_TIMEOUT_S = 30
 
 
 class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, WatchMixin, PendingMixin):
-    def __init__(self, home: str):
+    def __init__(self, home: str, shared: bool = False):
+        """`shared`: used from more than one thread, one at a time (the watcher's serving
+        connection: watch/serve.py)."""
         self.home = home
         self.path = os.path.join(home, CATALOG_NAME)
         if not os.path.exists(self.path):
@@ -41,7 +43,8 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
             create(home, self.path)
         self._pending_marks: dict[str, int] = {}
         self._riders: list[tuple[str, tuple]] = []   # statements for the next transaction
-        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                  check_same_thread=not shared)
         self.db.execute("PRAGMA synchronous=NORMAL")
         version = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if version is None or int(version[0]) > SCHEMA_VERSION:
@@ -54,6 +57,10 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
 
     def close(self) -> None:
         self.db.close()
+
+    def clean(self) -> bool:
+        """No transaction open, nothing queued for the next one: fit to serve another call."""
+        return not self.db.in_transaction and not self._riders and not self._pending_marks
 
     # -- transactions ------------------------------------------------------------------
     def transaction(self):

@@ -72,10 +72,11 @@ def failed(call: Call, e: BaseException) -> None:
             pass
 
 
-def run(call: Call, served_root: str | None = None) -> str | None:
+def run(call: Call, served_root: str | None = None, catalog=None) -> str | None:
     """Parse the payload and record the event. Returns the recorder's note (None when
     there was nothing to record). With `served_root` (the watcher serves the call), an
-    event of another project raises recorder.OtherProject before anything is written."""
+    event of another project raises recorder.OtherProject before anything is written;
+    `catalog`: the watcher's serving connection, lent for the call."""
     from rewind.hooks import ADAPTERS
     from rewind.log import log
     agent, data = call.agent, call.data
@@ -107,7 +108,7 @@ def run(call: Call, served_root: str | None = None) -> str | None:
     call.context.update(agent=agent, event=payload.get("hook_event_name"),
                         where=os.path.realpath(where) if isinstance(where, str) and os.path.isabs(where) else None)
     from rewind.hooks.recorder import handle
-    note = handle(event, pid=call.pid, served_root=served_root, fallback=call.fallback)
+    note = handle(event, pid=call.pid, served_root=served_root, fallback=call.fallback, catalog=catalog)
     if call.env.get("REWIND_HOOK_TRACE"):
         log(f"hook {agent} {payload.get('hook_event_name')}{' (served)' if served_root else ''}: {note}")
     return note

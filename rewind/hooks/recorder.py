@@ -79,12 +79,18 @@ class OtherProject(Exception):
     the client records it itself."""
 
 
-def handle(ev: Event, pid: int | None = None, served_root: str | None = None, fallback: str | None = None) -> str:
+def handle(ev: Event, pid: int | None = None, served_root: str | None = None, fallback: str | None = None,
+           catalog=None) -> str:
     """Act on one event. Returns a short note of what was done (for the log and tests).
     `pid`: the hook's process (a served call's client, not this process); `served_root`:
     the project the serving watcher watches (none other is served); a standalone call is
-    counted, with `fallback`, why the watcher did not serve it."""
-    home, catalog = open_catalog()
+    counted, with `fallback`, why the watcher did not serve it. `catalog`: a connection
+    lent by the serving watcher (left open), else one of this call's own."""
+    lent = catalog is not None
+    if lent:
+        home = catalog.home
+    else:
+        home, catalog = open_catalog()
     project = None
     try:
         root, known = project_root(ev, catalog)
@@ -104,8 +110,8 @@ def handle(ev: Event, pid: int | None = None, served_root: str | None = None, fa
         return note
     finally:
         if project is not None:
-            project.close()         # remembers what it found damaged
-        else:
+            project.close(keep_catalog=lent)     # remembers what it found damaged
+        elif not lent:
             catalog.close()
 
 

@@ -64,6 +64,8 @@ class HookServer:
         self.ino: int | None = None
         self.thread: threading.Thread | None = None
         self.calls: set[threading.Thread] = set()
+        self._catalog = None                    # the calls' connection (under serve_lock), and
+        self._catalog_file = None               # the catalog file it was opened on
 
     # -- life --------------------------------------------------------------------------
     def start(self) -> None:
@@ -115,6 +117,8 @@ class HookServer:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.sock is not None:
             self.sock.close()
+        with self.serve_lock:
+            self._drop_catalog()
 
     def take_count(self) -> int:
         """Calls served since the last take (the heartbeat writes them)."""
@@ -195,18 +199,56 @@ class HookServer:
                 return "fallback stopping"
             call = entry.Call(agent, data, env, cwd, pid)
             try:
-                note = entry.run(call, served_root=self.root)
+                catalog = self._lent_catalog()
+                note = entry.run(call, served_root=self.root, catalog=catalog)
             except OtherProject:
                 return "fallback other-project"
             except FirstScanRunning:
                 return "fallback first-scan"    # a shell command waits for it, in its own process
             except BaseException as e:         # as a standalone hook: logged, noted, the agent goes on
+                self._drop_catalog()
                 entry.failed(call, e)
                 note = "failed"
+            finally:
+                if self._catalog is not None and not self._catalog.clean():
+                    self._drop_catalog()       # never lent on with a transaction or a queue left open
             if note is not None:
                 with self.count_lock:
                     self.served += 1
             return "ok"
+
+    # -- the calls' catalog connection: opened once (its open and close cost 1 ms a call),
+    # used under serve_lock only, dropped at anything unusual -------------------------------
+    def _lent_catalog(self):
+        from rewind.catalog.db import Catalog
+        from rewind.constants import CATALOG_NAME
+        try:
+            st = os.stat(os.path.join(self.home, CATALOG_NAME))
+            now = (st.st_dev, st.st_ino)
+        except OSError:
+            now = None
+        if self._catalog is not None and now != self._catalog_file:
+            self._drop_catalog()               # replaced or removed since: a new connection
+        if self._catalog is None:
+            self._catalog = Catalog(self.home, shared=True)
+            if now is None:                    # (it made the file)
+                st = os.stat(self._catalog.path)
+                now = (st.st_dev, st.st_ino)
+            self._catalog_file = now
+        return self._catalog
+
+    def _drop_catalog(self) -> None:
+        cat, self._catalog, self._catalog_file = self._catalog, None, None
+        if cat is not None:
+            try:
+                if cat.db.in_transaction:
+                    cat.db.rollback()
+            except Exception:
+                pass
+            try:
+                cat.close()
+            except Exception:
+                pass
 
 
 def read_request(conn: socket.socket) -> tuple[str, str, int, dict[str, str], bytes]:

@@ -144,3 +144,24 @@ def test_a_cookie_of_the_watchers_own_process_is_answered_in_memory(in_process, 
         for cat in w._catalogs:
             cat.close()
         proj.close()
+
+
+def test_served_calls_follow_a_catalog_replaced_under_the_watcher(tmp_path):
+    """The watcher lends its calls one catalog connection; a catalog file removed (a person
+    clearing the data dir's catalog) or replaced since is opened anew, never written through
+    the old inode, where every row would be lost."""
+    from rewind.constants import CATALOG_NAME
+    from test_served import hook, listing
+    root = make(tmp_path, "p")
+    hook(payload("SessionStart", root), root)
+    wait_ready(root)
+    serving(root)
+    hook(payload("UserPromptSubmit", root), root)
+    assert len(listing(root)) == 1
+    home = Path(os.environ["REWIND_HOME"])
+    for name in (CATALOG_NAME, CATALOG_NAME + "-wal", CATALOG_NAME + "-shm"):
+        (home / name).unlink(missing_ok=True)
+    hook(payload("UserPromptSubmit", root), root, REWIND_HOOK_TRACE="1")
+    assert [cp["kind"] for cp in listing(root)] == ["prompt"]
+    log = next(home.glob("*.log")).read_text()
+    assert "UserPromptSubmit (served): checkpoint" in log, log[-2000:]
