@@ -60,8 +60,19 @@ class MarksMixin:
 
     def _commit_marks(self) -> None:
         marks, self._pending_marks = self._pending_marks, {}
+        if self.marks_later is not None:
+            for root, n in marks.items():
+                self.marks_later[root] = max(n, self.marks_later.get(root, n))
+            return
         for root, n in marks.items():
             write_mark(self.home, root, n)
+
+    def write_marks_later(self) -> None:
+        """The marks committed since the last call (see `marks_later`)."""
+        if self.marks_later:
+            marks, self.marks_later = self.marks_later, {}
+            for root, n in marks.items():
+                write_mark(self.home, root, n)
 
     def next_number(self, project_id: int) -> int:
         """The number the project's next checkpoint would get (1 for an unknown project)."""

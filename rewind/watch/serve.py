@@ -178,6 +178,11 @@ class HookServer:
             log(f"watch {self.root}: a hook connection failed", e)
         finally:
             conn.close()
+            lent = self._catalog
+            if lent is not None and lent.marks_later:
+                with self.serve_lock:          # (one writer at a time: a mark is never lowered)
+                    if self._catalog is not None:
+                        self._catalog.write_marks_later()
             with self.count_lock:
                 self.calls.discard(threading.current_thread())
 
@@ -231,6 +236,7 @@ class HookServer:
             self._drop_catalog()               # replaced or removed since: a new connection
         if self._catalog is None:
             self._catalog = Catalog(self.home, shared=True)
+            self._catalog.marks_later = {}     # written after the answer
             if now is None:                    # (it made the file)
                 st = os.stat(self._catalog.path)
                 now = (st.st_dev, st.st_ino)
@@ -240,6 +246,7 @@ class HookServer:
     def _drop_catalog(self) -> None:
         cat, self._catalog, self._catalog_file = self._catalog, None, None
         if cat is not None:
+            cat.write_marks_later()
             try:
                 if cat.db.in_transaction:
                     cat.db.rollback()

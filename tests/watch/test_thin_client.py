@@ -165,3 +165,24 @@ def test_served_calls_follow_a_catalog_replaced_under_the_watcher(tmp_path):
     assert [cp["kind"] for cp in listing(root)] == ["prompt"]
     log = next(home.glob("*.log")).read_text()
     assert "UserPromptSubmit (served): checkpoint" in log, log[-2000:]
+
+
+def test_a_served_checkpoints_number_mark_is_written_after_its_answer(tmp_path):
+    """The highest number handed out is also kept outside the catalog (catalog/marks.py); a
+    served call writes it right after its answer, still never lowering it."""
+    from rewind.catalog.marks import read_mark
+    from test_served import hook
+    root = make(tmp_path, "p")
+    hook(payload("SessionStart", root), root)
+    wait_ready(root)
+    serving(root)
+    home = os.environ["REWIND_HOME"]
+    for n in (1, 2, 3):
+        hook(payload("UserPromptSubmit", root), root, REWIND_HOOK_TRACE="1")
+        for _ in range(200):
+            if read_mark(home, str(root)) == n:
+                break
+            time.sleep(0.01)
+        assert read_mark(home, str(root)) == n
+    log = next(Path(home).glob("*.log")).read_text()
+    assert log.count("UserPromptSubmit (served): checkpoint") == 3
