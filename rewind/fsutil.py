@@ -28,15 +28,27 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+PARALLEL_FROM = 16          # items: fewer go one by one while each is quick
+QUICK_S = 0.001             # an fsync this quick: the disk is idle, and a thread costs more
+
+
 def in_parallel(fn, items, width: int = 8) -> None:
     """fn(item) for each item on up to `width` threads; the first error is raised after all
     have stopped. A journaling filesystem commits concurrent fsyncs together: 150 small
-    files sync 2-3x faster on 8 threads than one by one (ext4, this machine)."""
+    files sync 2-3x faster on 8 threads than one by one (ext4, this machine). A few are
+    done one by one as long as each is quick: on an idle disk 4 small files synced in 0.7 ms
+    so and in 3.2 ms on threads (starting one waits until it runs); the rest go to threads
+    as soon as one is slow (a busy disk, where concurrent fsyncs share a journal commit)."""
     items = list(items)
-    if len(items) < 3:
-        for item in items:
-            fn(item)
-        return
+    if len(items) < PARALLEL_FROM:
+        import time
+        while items:
+            began = time.monotonic()
+            fn(items.pop(0))
+            if len(items) >= 3 and time.monotonic() - began >= QUICK_S:
+                break
+        if not items:
+            return
     import threading
     it = iter(items)
     take = threading.Lock()
