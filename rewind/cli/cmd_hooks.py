@@ -38,6 +38,39 @@ def _scope(mod, scope: Optional[str]) -> str:
 AGENTS_HELP = "claude, gemini, codex, cursor (generic: see the README)"
 
 
+def _first_snapshot(root: str) -> str | None:
+    """Hooks installed for a project start its watcher, and so its first snapshot, now
+    (DESIGN: at `rewind hooks install` or SessionStart): in a big tree the scan is then
+    under way, or done, when the person starts the agent, and the first prompt's shell
+    command does not wait for it. Not with the watcher off, nor for a tree a hook would
+    refuse as a project (the filesystem's root, a system or home directory, one holding
+    rewind's store or inside it). What it says, or None."""
+    import os
+    if os.environ.get("REWIND_WATCH") == "0":
+        return None
+    from rewind import config, locations
+    from rewind.project import refused_root
+    settings = config.load_quietly(root)
+    if settings is None or not settings.watch:
+        return None
+    home = os.path.realpath(locations.data_dir())
+    if root == "/" or root == home or home.startswith(root.rstrip("/") + "/") or root.startswith(home + "/") \
+            or refused_root(root):
+        return None
+    from rewind.capture.dirty import running
+    from rewind.catalog.db import Catalog
+    from rewind.watch.control import start_background
+    cat = Catalog(home)
+    try:
+        pid = cat.project_id(root, create=False)
+        if pid is not None and running(home, cat, pid) is not None:
+            return None                    # it watches already (its first snapshot taken or under way)
+    finally:
+        cat.close()
+    start_background(root, settings.watch_idle_minutes)
+    return f"the first snapshot of {root} is being taken in the background (`rewind watch --status`)"
+
+
 def register(app: typer.Typer) -> None:
     hooks_app = typer.Typer(help="Install rewind's hooks into an agent's settings.", no_args_is_help=True)
 
@@ -48,7 +81,8 @@ def register(app: typer.Typer) -> None:
         """Merge rewind's hook entries into the agent's settings (idempotent; a backup is kept)."""
         mod = _adapter(agent)
         scope = _scope(mod, scope)
-        path = mod.settings_path(scope, _root(project))
+        root = _root(project)
+        path = mod.settings_path(scope, root)
         command = installer.install(path, agent, mod.HOOK_EVENTS, flat=getattr(mod, "FLAT", False),
                                     top=getattr(mod, "TOP", None))
         notes = mod.after_install(path, scope) if hasattr(mod, "after_install") else []
@@ -57,6 +91,10 @@ def register(app: typer.Typer) -> None:
         for note in notes:
             render.out(f"  {note}")
         render.out("  every prompt now takes a checkpoint; `rewind list` shows them.")
+        if scope != "user":                # (hooks for every project name none)
+            started = _first_snapshot(root)
+            if started:
+                render.out(f"  {started}")
 
     @hooks_app.command("uninstall")
     def uninstall_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP),

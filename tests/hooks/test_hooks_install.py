@@ -115,3 +115,45 @@ def test_installing_again_leaves_no_backup_and_the_file_as_it_was(tmp_path):
     assert (root / ".claude/settings.local.json.rewind-backup").read_text() == OTHER
     run_rewind("hooks", "uninstall", "claude", cwd=root, check=0)
     assert settings.read_text() == OTHER and sorted(os.listdir(root / ".claude")) == ["settings.local.json"]
+
+
+def test_installing_for_a_project_starts_its_first_snapshot_in_the_background(tmp_path):
+    """DESIGN: the first snapshot starts at `rewind hooks install` (or SessionStart): a big
+    tree's scan is under way before the agent starts. Not with the watcher off, not for
+    hooks installed for every project (the user scope)."""
+    import time
+    from rewind.catalog.db import Catalog
+
+    def state(root):
+        cat = Catalog(os.environ["REWIND_HOME"])
+        try:
+            pid = cat.project_id(str(root), create=False)
+            return (cat.watcher(pid), cat.scan_state(pid)) if pid else (None, {})
+        finally:
+            cat.close()
+
+    def wait_ready(root, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            row, st = state(root)
+            if row and row["ready_ns"] and (st.get("scan_start_ns") or 0) >= row["ready_ns"]:
+                return row
+            time.sleep(0.05)
+        raise AssertionError(f"no first snapshot of {root}: {state(root)}")
+    off, user, on = tmp_path / "off", tmp_path / "user", tmp_path / "on"
+    for root in (off, user, on):
+        write(root, "src/a.py", "a = 1\n")
+    said = run_rewind("hooks", "install", "claude", "--project", off, check=0).stdout    # REWIND_WATCH=0 here
+    assert "background" not in said and state(off)[0] is None
+    home = tmp_path / "home"                                                          # (the user scope's file)
+    said = run_rewind("hooks", "install", "claude", "--scope", "user", "--project", user, check=0,
+                      env={"REWIND_WATCH": "1", "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}).stdout
+    assert "background" not in said and state(user)[0] is None
+    said = run_rewind("hooks", "install", "claude", "--project", on, check=0, env={"REWIND_WATCH": "1"}).stdout
+    assert f"the first snapshot of {on} is being taken in the background" in said, said
+    row = wait_ready(on)
+    assert row["pid"] and state(on)[1]["last_tree"]
+    assert json.loads(run_rewind("list", "--json", cwd=on, check=0).stdout) == []   # a snapshot, not a checkpoint
+    said = run_rewind("hooks", "install", "claude", "--project", on, check=0, env={"REWIND_WATCH": "1"}).stdout
+    assert "background" not in said and state(on)[0]["pid"] == row["pid"]           # it runs already
+    run_rewind("watch", "--stop", cwd=on, check=0)
