@@ -177,26 +177,28 @@ def data_dir_b(env) -> bytes | None:
 
 
 def find(home, where):
-    """(run dir, socket name) of the watcher whose project holds `where`, or None: a
-    listing of the run dir and a readlink per watched project. str or bytes, both alike."""
+    """(run dir, socket name) of the watcher whose project holds `where`; None when none
+    does, False when no watcher runs at all: a listing of the run dir and a readlink per
+    watched project. str or bytes, both alike."""
     b = isinstance(home, bytes)
     run = home + (b"/run" if b else "/run")
     try:
         names = posix.listdir(run)
     except OSError:
-        return None
+        return False
     suffix, slash = (b".root", b"/") if b else (".root", "/")
-    best, best_len = None, -1
+    best, best_len, roots = None, -1, False
     for name in names:
         if not name.endswith(suffix):
             continue
+        roots = True
         try:
             root = posix.readlink(run + slash + name)
         except OSError:
             continue
         if (where == root or where.startswith(root.rstrip(slash) + slash)) and len(root) > best_len:
             best, best_len = name[:-5] + (b".sock" if b else ".sock"), len(root)
-    return (run, best) if best else None
+    return (run, best) if best else None if roots else False
 
 
 def _field(b: bytes) -> bytes:
@@ -229,12 +231,12 @@ def _served(agent: str, data: bytes):
     # is the usual project dir (the watcher checks the event's project all the same, and
     # answers `fallback other-project` for another's)
     found = find(home, where)
-    if found is None:
+    if found is None:                        # (False: no watcher runs at all)
         import os                            # a link on the way, `..`, a trailing slash
         real = os.path.realpath(where)
         found = find(home, real) if real != where else None
-        if found is None:
-            return "no watcher"
+    if not found:
+        return "no watcher"
     run, name = found
     uid = posix.getuid()
     path = run + b"/" + name
