@@ -108,11 +108,17 @@ class Scanned:
     stamp: int
 
 
+STATCACHE_CHUNK = 2000   # stat cache rows a transaction, when a scan has many (a first snapshot)
+
+
 class WorkingCopy:
-    """The project's tree, read and committed under the project lock (see `locked`)."""
+    """The project's tree, read and committed under the project lock (see `locked`).
+    `between_chunks`: called between two transactions of a big scan's stat cache rows (the
+    watcher lets a served call in there: watch/daemon.py)."""
 
     def __init__(self, project: Project):
         self.project = project
+        self.between_chunks = None
 
     def scan(self, request: Scan) -> Scanned:
         project = self.project
@@ -223,6 +229,10 @@ class WorkingCopy:
             rows = change_rows(pairs, binary_in(store), result.hardlinks)
         last_ns = state["last_scan_ns"] or 0
         scan_start = scanned.scan_start
+        upserts = result.cache_upserts
+        if len(upserts) > 2 * STATCACHE_CHUNK:
+            self._statcache_in_chunks(upserts)
+            upserts = {}
         with catalog.transaction():
             base = prev.number if prev else None
             if scanned.segment:
@@ -246,8 +256,7 @@ class WorkingCopy:
                         catalog.set_stats(project.id, prev.number, dict(prev.stats, changes_unknown=unknown))
                 if settings is not None:
                     enforce(catalog, project.id, settings, cp.created_ns)
-            catalog.update_statcache(project.id, result.cache_upserts, result.cache_removed,
-                                     result.removed_prefixes)
+            catalog.update_statcache(project.id, upserts, result.cache_removed, result.removed_prefixes)
             if result.mended:
                 catalog.clear_damaged(result.mended)
             counts = {} if touched is not None else {"quick_scans": state["quick_scans"] + 1} if plan.quick \
@@ -263,6 +272,22 @@ class WorkingCopy:
             from rewind.log import log
             log(f"{project.root}: full scan: {plan.reason}")
         return cp
+
+
+    def _statcache_in_chunks(self, upserts: dict) -> None:
+        """A first snapshot's 100,000 stat cache rows held the catalog's write lock for 0.5 s
+        in its one transaction, and every hook that writes a row (an edit tool's pre-image,
+        a pending prompt) waited for it. They go first, in transactions of STATCACHE_CHUNK,
+        with room for others between. Safe before the scan's own transaction: the objects
+        are durable (`scan` flushed the store), a row is trusted only for a file whose stat
+        matches it exactly, and gc counts the cache's ids as roots."""
+        catalog, pid = self.project.catalog, self.project.id
+        items = list(upserts.items())
+        for i in range(0, len(items), STATCACHE_CHUNK):
+            with catalog.transaction():
+                catalog.update_statcache(pid, dict(items[i:i + STATCACHE_CHUNK]), set())
+            if self.between_chunks is not None:
+                self.between_chunks()
 
 
 @contextmanager

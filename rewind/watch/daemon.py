@@ -342,6 +342,7 @@ class Watcher(ShellWindows):
             try:
                 # what an earlier watcher left pending is completed after this scan, with the rest
                 with locked(project, 120.0, complete_pending=False) as wc:
+                    wc.between_chunks = self._let_calls_in
                     cat = project.catalog
                     upto = cat.last_event_seq(self.project_id)    # before any prompt can be pending
                     cat.set_baseline(self.project_id, os.getpid(), clock.wall_ns())
@@ -361,6 +362,17 @@ class Watcher(ShellWindows):
         # after the scan, not competing with it: a hook compiles no module it imports
         from rewind.bytecode import ensure_compiled
         ensure_compiled()
+
+    def _let_calls_in(self) -> None:
+        """Between two of the first scan's catalog transactions: a call being served (an edit
+        tool's pre-image, a prompt) takes the catalog first; it is short (bounded all the
+        same: a call waiting on something this scan holds must not stall it)."""
+        server = self.server
+        if server is None:
+            return
+        deadline = time.monotonic() + CALL_FIRST_S
+        while server.serve_lock.locked() and time.monotonic() < deadline:
+            time.sleep(0.002)
 
 
 class Answers:
@@ -407,6 +419,7 @@ class _Waiter:
 
 
 STOP_GRACE_S = 8.0
+CALL_FIRST_S = 1.0
 
 
 def _exit_if_stuck() -> None:
