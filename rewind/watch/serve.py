@@ -117,8 +117,12 @@ class HookServer:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.sock is not None:
             self.sock.close()
-        with self.serve_lock:
-            self._drop_catalog()
+        # (a call still running past `wait_s` keeps it: the process is on its way out)
+        if self.serve_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            try:
+                self._drop_catalog()
+            finally:
+                self.serve_lock.release()
 
     def take_count(self) -> int:
         """Calls served since the last take (the heartbeat writes them)."""
