@@ -148,3 +148,26 @@ def rewritten_in_place(path, a: bytes, b: bytes):
     finally:
         stop.set()
         t.join()
+
+
+def state(root) -> tuple[dict | None, dict]:
+    """The project's watcher row (None: never ran) and its scan state."""
+    from rewind.catalog.db import Catalog
+    cat = Catalog(os.environ["REWIND_HOME"])
+    try:
+        pid = cat.project_id(str(root), create=False)
+        return (cat.watcher(pid), cat.scan_state(pid)) if pid else (None, {})
+    finally:
+        cat.close()
+
+
+def wait_ready(root, timeout: float = 20) -> dict:
+    """Until the watcher watches and its first scan is in: the next hook scans quickly."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row, st = state(root)
+        if row and row["ready_ns"] and (st.get("scan_start_ns") or 0) >= row["ready_ns"]:
+            return row
+        time.sleep(0.05)
+    raise AssertionError(f"watcher of {root} not ready: {state(root)}")

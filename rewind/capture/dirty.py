@@ -46,20 +46,13 @@ def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
         if waiter is not None:
-            local.forget(name)
+            local.take(name)
         return None
     os.close(fd)
-    if waiter is not None:
-        try:
-            return waiter.wait(timeout)
-        finally:
-            local.forget(name)
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
     catalog = project.catalog
     try:
+        if waiter is not None:
+            return waiter.wait(timeout)
         deadline = time.monotonic() + timeout
         delay = 0.0003
         while True:
@@ -71,6 +64,8 @@ def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
             time.sleep(delay)
             delay = min(delay * 1.5, 0.005)
     finally:
+        if waiter is not None:
+            local.take(name)            # (unanswered: the watcher will not answer it now)
         try:
             os.unlink(path)
         except OSError:

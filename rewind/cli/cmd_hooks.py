@@ -48,20 +48,18 @@ def _first_snapshot(root: str) -> str | None:
     import os
     if os.environ.get("REWIND_WATCH") == "0":
         return None
-    from rewind import config, locations
-    from rewind.project import refused_root
+    from rewind import config
     settings = config.load_quietly(root)
     if settings is None or not settings.watch:
         return None
-    home = os.path.realpath(locations.data_dir())
-    if root == "/" or root == home or home.startswith(root.rstrip("/") + "/") or root.startswith(home + "/") \
-            or refused_root(root):
-        return None
     from rewind.capture.dirty import running
-    from rewind.catalog.db import Catalog
+    from rewind.hooks.recorder import not_a_project
+    from rewind.project import open_catalog
     from rewind.watch.control import start_background
-    cat = Catalog(home)
+    home, cat = open_catalog()
     try:
+        if not_a_project(root, cat):
+            return None
         pid = cat.project_id(root, create=False)
         if pid is not None and running(home, cat, pid) is not None:
             return None                    # it watches already (its first snapshot taken or under way)

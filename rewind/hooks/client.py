@@ -176,28 +176,26 @@ def data_dir_b(env) -> bytes | None:
     return base.rstrip(b"/") + b"/rewind"
 
 
-def find(home, where):
+def find(home: bytes, where: bytes):
     """(run dir, socket name) of the watcher whose project holds `where`; None when none
     does, False when no watcher runs at all: a listing of the run dir and a readlink per
-    watched project. str or bytes, both alike."""
-    b = isinstance(home, bytes)
-    run = home + (b"/run" if b else "/run")
+    watched project."""
+    run = home + b"/" + RUN_DIR.encode()
     try:
         names = posix.listdir(run)
     except OSError:
         return False
-    suffix, slash = (b".root", b"/") if b else (".root", "/")
     best, best_len, roots = None, -1, False
     for name in names:
-        if not name.endswith(suffix):
+        if not name.endswith(b".root"):
             continue
         roots = True
         try:
-            root = posix.readlink(run + slash + name)
+            root = posix.readlink(run + b"/" + name)
         except OSError:
             continue
-        if (where == root or where.startswith(root.rstrip(slash) + slash)) and len(root) > best_len:
-            best, best_len = name[:-5] + (b".sock" if b else ".sock"), len(root)
+        if (where == root or where.startswith(root.rstrip(b"/") + b"/")) and len(root) > best_len:
+            best, best_len = name[:-5] + b".sock", len(root)
     return (run, best) if best else None if roots else False
 
 

@@ -64,14 +64,18 @@ def project_root(ev: Event, catalog) -> tuple[str | None, bool]:
     if base is None:
         return None, False
     root = resolve_root(base)
+    return (None if not_a_project(root, catalog) else root), False
+
+
+def not_a_project(root: str, catalog) -> bool:
+    """Whether a hook refuses `root` as a project: the whole filesystem, a tree holding
+    rewind's own store (or inside it), a system directory or the home directory itself
+    (unless allowed, or already a project)."""
     home = os.path.realpath(catalog.home)
-    if root == "/" or root == home or home.startswith(root.rstrip("/") + "/") or \
-            root.startswith(home + "/"):
-        return None, False  # never the whole filesystem, nor a tree holding rewind's own store
+    if root == "/" or root == home or home.startswith(root.rstrip("/") + "/") or root.startswith(home + "/"):
+        return True
     from rewind.project import refused_root
-    if refused_root(root) and catalog.project_id(root, create=False) is None:
-        return None, False  # a system directory or the home directory itself: not unless allowed
-    return root, False
+    return bool(refused_root(root)) and catalog.project_id(root, create=False) is None
 
 
 class OtherProject(Exception):

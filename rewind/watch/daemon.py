@@ -394,12 +394,10 @@ class Answers:
         return w
 
     def take(self, name: str) -> _Waiter | None:
+        """The waiter of cookie `name`, no longer waiting (the watcher's answer, or the
+        caller's giving up)."""
         with self.lock:
             return self.waiting.pop(name, None)
-
-    def forget(self, name: str) -> None:
-        with self.lock:
-            self.waiting.pop(name, None)
 
 
 class _Waiter:

@@ -13,12 +13,16 @@ from rewind.capture.working_copy import Commit, Scan, locked
 from rewind.catalog.db import Catalog
 
 
-def test_a_big_scans_cache_rows_are_all_written_in_chunks_with_room_between(tmp_path, monkeypatch):
+def _project(tmp_path, monkeypatch, names):
+    """A project of these files, with chunks of 25 rows."""
     monkeypatch.setattr(working_copy, "STATCACHE_CHUNK", 25)
-    root = tmp_path / "proj"
-    for i in range(180):
-        write(root, f"d{i % 7}/f{i}.txt", f"{i}\n")
-    proj = project(root)
+    for i, name in enumerate(names):
+        write(tmp_path / "proj", name, f"{i}\n")
+    return project(tmp_path / "proj")
+
+
+def test_a_big_scans_cache_rows_are_all_written_in_chunks_with_room_between(tmp_path, monkeypatch):
+    proj = _project(tmp_path, monkeypatch, [f"d{i % 7}/f{i}.txt" for i in range(180)])
     others: list[int] = []
 
     def between():
@@ -47,11 +51,7 @@ def test_a_big_scans_cache_rows_are_all_written_in_chunks_with_room_between(tmp_
 
 
 def test_a_small_scan_keeps_its_one_transaction(tmp_path, monkeypatch):
-    monkeypatch.setattr(working_copy, "STATCACHE_CHUNK", 25)
-    root = tmp_path / "proj"
-    for i in range(40):
-        write(root, f"f{i}.txt", f"{i}\n")
-    proj = project(root)
+    proj = _project(tmp_path, monkeypatch, [f"f{i}.txt" for i in range(40)])
     calls = []
     try:
         with locked(proj) as wc:

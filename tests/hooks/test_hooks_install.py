@@ -7,7 +7,7 @@ import os
 import shlex
 import subprocess
 
-from helpers import run_rewind, write
+from helpers import run_rewind, state, wait_ready, write
 
 OTHER = """{
     "permissions": {"allow": ["Bash(ls)"]},
@@ -121,25 +121,6 @@ def test_installing_for_a_project_starts_its_first_snapshot_in_the_background(tm
     """DESIGN: the first snapshot starts at `rewind hooks install` (or SessionStart): a big
     tree's scan is under way before the agent starts. Not with the watcher off, not for
     hooks installed for every project (the user scope)."""
-    import time
-    from rewind.catalog.db import Catalog
-
-    def state(root):
-        cat = Catalog(os.environ["REWIND_HOME"])
-        try:
-            pid = cat.project_id(str(root), create=False)
-            return (cat.watcher(pid), cat.scan_state(pid)) if pid else (None, {})
-        finally:
-            cat.close()
-
-    def wait_ready(root, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            row, st = state(root)
-            if row and row["ready_ns"] and (st.get("scan_start_ns") or 0) >= row["ready_ns"]:
-                return row
-            time.sleep(0.05)
-        raise AssertionError(f"no first snapshot of {root}: {state(root)}")
     off, user, on = tmp_path / "off", tmp_path / "user", tmp_path / "on"
     for root in (off, user, on):
         write(root, "src/a.py", "a = 1\n")

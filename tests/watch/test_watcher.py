@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, project, run_rewind, write
+from helpers import REWIND, project, run_rewind, state, wait_ready, write
 from rewind.catalog.db import Catalog
 from rewind.cli.replay import bundled_session, fill
 
@@ -45,26 +45,6 @@ def tool_pair(root: Path, tool: str, **tool_input) -> tuple[dict, dict]:
     post = payload("PostToolUse", root, tool)
     post["tool_input"], post["tool_use_id"] = pre["tool_input"], pre["tool_use_id"]
     return pre, post
-
-
-def state(root: Path) -> tuple[dict | None, dict]:
-    cat = Catalog(os.environ["REWIND_HOME"])
-    try:
-        pid = cat.project_id(str(root), create=False)
-        return (cat.watcher(pid), cat.scan_state(pid)) if pid else (None, {})
-    finally:
-        cat.close()
-
-
-def wait_ready(root: Path, timeout: float = 20) -> dict:
-    """Until the watcher watches and its first scan is in: the next hook scans quickly."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row, st = state(root)
-        if row and row["ready_ns"] and (st.get("scan_start_ns") or 0) >= row["ready_ns"]:
-            return row
-        time.sleep(0.05)
-    raise AssertionError(f"watcher of {root} not ready: {state(root)}")
 
 
 def alive(pid: int) -> bool:
