@@ -16,6 +16,6 @@ else:
     import os
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from rewind.hooks.client import main  # noqa: E402
+from rewind.hooks.client import script  # noqa: E402
 
-sys.exit(main(sys.argv[1:]))
+sys.exit(script(sys.argv[1:]))

@@ -186,3 +186,31 @@ def test_a_served_checkpoints_number_mark_is_written_after_its_answer(tmp_path):
         assert read_mark(home, str(root)) == n
     log = next(Path(home).glob("*.log")).read_text()
     assert log.count("UserPromptSubmit (served): checkpoint") == 3
+
+
+def test_a_served_call_ends_without_the_interpreters_finalization_and_a_standalone_one_with_it(tmp_path):
+    """A served call has nothing left to flush or close: its process ends at once
+    (client.script), skipping the interpreter's teardown and its exit handlers; a call done
+    in the hook's own process exits normally (its log and SQLite connection closed)."""
+    root = make(tmp_path, "p")
+    _installed(payload("SessionStart", root), root, CLAUDE_PROJECT_DIR=str(root))
+    wait_ready(root)
+    serving(root)
+    code = ("import sys, atexit; sys.path[0] = %r; "
+            "atexit.register(lambda: sys.stderr.write('finalized')); "
+            "from rewind.hooks.client import script; sys.exit(script(sys.argv[1:]))" % PACKAGE_PARENT)
+
+    def call(event: str, **env) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-S", "-c", code, "claude"], input=json.dumps(payload(event, root)).encode(),
+                              capture_output=True, cwd=root, timeout=60,
+                              env={**os.environ, "REWIND_WATCH": "1", "CLAUDE_PROJECT_DIR": str(root), **env})
+
+    served = call("UserPromptSubmit")
+    assert (served.returncode, served.stdout, served.stderr) == (0, b"", b"")
+    assert counts(root, served=1) == (1, 1)
+    alone = call("Stop", REWIND_WATCH="0")
+    assert (alone.returncode, alone.stdout, alone.stderr) == (0, b"", b"finalized")
+    assert counts(root) == (1, 2)
+    cps = json.loads(subprocess.run([sys.executable, "-m", "rewind", "list", "--json"], cwd=root,
+                                    capture_output=True, text=True, check=True).stdout)
+    assert [cp["kind"] for cp in cps] == ["prompt"]
