@@ -273,7 +273,6 @@ class WorkingCopy:
             log(f"{project.root}: full scan: {plan.reason}")
         return cp
 
-
     def _statcache_in_chunks(self, upserts: dict) -> None:
         """A first snapshot's 100,000 stat cache rows held the catalog's write lock for 0.5 s
         in its one transaction, and every hook that writes a row (an edit tool's pre-image,

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, run_rewind, write
+from helpers import REWIND, run_rewind, state, write
 from test_served import hook, listing, tool_pair
 from test_served import payload
-from test_watcher import alive, state, wait_gone
+from test_watcher import alive, wait_gone
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 

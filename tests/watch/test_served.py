@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, git, run_rewind, write
+from helpers import REWIND, git, run_rewind, state, wait_ready, write
 from rewind.hooks.client import FORWARDED, MAGIC, request
-from test_watcher import alive, state, wait_gone, wait_ready
+from test_watcher import alive, wait_gone
 from test_watcher import payload as watcher_payload
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")

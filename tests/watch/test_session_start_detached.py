@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, write
+from helpers import REWIND, state, wait_ready, write
 from rewind.catalog.db import Catalog
 from rewind.constants import CATALOG_NAME
-from test_watcher import payload, state, wait_ready
+from test_watcher import payload
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 

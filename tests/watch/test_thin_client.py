@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import wait_ready
 from rewind import locations
 from rewind.hooks import ADAPTERS, client, install
 from test_served import counts, make, payload, serving
-from test_watcher import wait_ready
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 PACKAGE_PARENT = str(Path(client.__file__).resolve().parents[2])
