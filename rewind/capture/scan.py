@@ -17,7 +17,9 @@ reads, hashes and compresses the rest on reader threads (pipeline.Pipeline). The
 walk itself stays on this thread and in order, and each file's result is recorded in walk
 order, so the trees, the stats and the stored objects are the sequential scan's; a
 directory's tree is made once the last of its files is back. Small scans (the hooks'
-incremental ones) never start a thread.
+incremental ones) never start a thread. A full scan with an empty stat cache and at least
+fanout.FANOUT_FILES files runs on worker processes instead (fanout.py), each running this
+walk on its share of the tree.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from rewind import clock
 from rewind.capture.ignore import IgnoreRules, is_always_ignored
 from rewind.capture.pipeline import read_batch, read_still, special_kind
 from rewind.constants import MAX_FILE_SIZE
-from rewind.store.objects import Store, digest_of
+from rewind.store.objects import Store, digest_of, encode
 from rewind.store.tree import DIR, FILE, LARGE, LINK, Entry, Tree, tree_id
 from rewind.structs import dataclass, field
 
@@ -73,6 +75,7 @@ class ScanResult:
     listed: list[str] | None = None            # incremental: the directories listed (None: all)
     removed_prefixes: set[str] = field(default_factory=set)
     mended: set[str] = field(default_factory=set)  # known damaged ids written whole again
+    workers: int = 0                           # worker processes that did the scan (fanout.py)
 
 
 class _Scanner:
@@ -103,6 +106,8 @@ class _Scanner:
         self.removed_prefixes: set[str] = set()
         # parallel reads (full scans): the reader threads once started, the files read so far
         self.parallel_after: int | None = None
+        self.encode_inline = False       # compress here, not on the store's writer threads
+        self.workers = 0                 # fan-out worker processes that did this scan
         self.to_read = 0
         self.pipeline = None
         self.held: set[_Dir] = set()     # directories whose tree waits for reads, fd held open
@@ -149,92 +154,7 @@ class _Scanner:
         if self.old is not None:
             self.listed.append(rel)
         for de in entries:
-            name = de.name
-            rel_path = f"{rel}/{name}" if rel else name
-            if is_always_ignored(name):
-                self.protected.add(rel_path)
-                continue
-            if old is not None and not full and rel_path not in self.need:
-                prev = old.get(name)
-                if prev is not None:
-                    # no event at or below this path: the previous entry (a whole subtree for a
-                    # directory) stands, not even stat'ed
-                    tree[name] = prev
-                    continue
-            try:
-                st = de.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # vanished during the walk
-            except OSError as e:
-                self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
-                continue
-            mode = st.st_mode
-            if S.S_ISDIR(mode):
-                if rules.is_ignored(rel_path, True):
-                    self.stats.ignored += 1
-                    self.protected.add(rel_path)
-                    continue
-                prev = old.get(name) if old is not None else None
-                if prev is not None and prev.kind != DIR:
-                    prev = None
-                sub_old = self.old(prev.oid) if self.old is not None and prev is not None else None
-                sub_full = full or rel_path in self.fresh or sub_old is None
-                try:
-                    sub = os.open(name, _OPEN_DIR, dir_fd=dfd)
-                except OSError as e:
-                    self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
-                    continue
-                try:
-                    oid = self.scan_dir(sub, rel_path,
-                                        rules.for_subdir(rel_path, os.path.join(self.root, rel_path)),
-                                        sub_old, sub_full)
-                except _Unreadable as e:
-                    os.close(sub)
-                    self._refuse(self.stats.unreadable, rel_path, str(e))
-                    continue
-                except BaseException:
-                    if self.pipeline is not None:
-                        self.pipeline.close()     # no reader may still use `sub`
-                    os.close(sub)
-                    raise
-                self.stats.dirs += 1
-                if isinstance(oid, _Dir):
-                    # files below are being read (from `sub`): its entry comes with its tree
-                    oid.parent, oid.name, oid.mode, oid.fd = node, name, S.S_IMODE(mode), sub
-                    node.waiting += 1
-                    self.held.add(oid)
-                    while len(self.held) > _MAX_HELD and self.pipeline.queue:
-                        self.pipeline.take_one()
-                    continue
-                os.close(sub)
-                tree[name] = Entry(DIR, S.S_IMODE(mode), oid, 0)
-            elif S.S_ISREG(mode):
-                if rules.is_ignored(rel_path, False):
-                    self.stats.ignored += 1
-                    self.protected.add(rel_path)
-                    continue
-                entry = self._file(dfd, name, rel_path, st, node)
-                if entry is not None:
-                    tree[name] = entry
-            elif S.S_ISLNK(mode):
-                if rules.is_ignored(rel_path, False):
-                    self.stats.ignored += 1
-                    self.protected.add(rel_path)
-                    continue
-                try:
-                    target = os.fsencode(os.readlink(name, dir_fd=dfd))
-                except OSError as e:
-                    self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
-                    continue
-                oid = digest_of(target)
-                cached = self.cache.get(rel_path)
-                if self.store is not None and (cached is None or cached[6] != oid or oid in self.damaged):
-                    self._put(target, oid)
-                self._remember(rel_path, (LINK, len(target), 0, 0, 0, 0o777, oid))
-                tree[name] = Entry(LINK, 0o777, oid, len(target))
-                self.stats.symlinks += 1
-            else:
-                self._refuse(self.stats.special, rel_path, special_kind(mode))
+            self._entry(dfd, rel, rules, node, de.name, de.stat, old, full)
         if old is not None:
             # what the stat cache knew here and is gone (or changed kind)
             for name, e in old.items():
@@ -252,6 +172,97 @@ class _Scanner:
             node.walked = True
             return node
         return self._finish(tree, rel)
+
+    def _entry(self, dfd: int, rel: str, rules: IgnoreRules, node: _Dir, name: str, stat_of,
+               old: Tree | None = None, full: bool = True) -> None:
+        """One entry of the directory `node` (open as `dfd`): into its tree, or refused.
+        `stat_of(follow_symlinks=False)`: its lstat (a DirEntry's, or os.stat's by name)."""
+        tree = node.tree
+        rel_path = f"{rel}/{name}" if rel else name
+        if is_always_ignored(name):
+            self.protected.add(rel_path)
+            return
+        if old is not None and not full and rel_path not in self.need:
+            prev = old.get(name)
+            if prev is not None:
+                # no event at or below this path: the previous entry (a whole subtree for a
+                # directory) stands, not even stat'ed
+                tree[name] = prev
+                return
+        try:
+            st = stat_of(follow_symlinks=False)
+        except FileNotFoundError:
+            return  # vanished during the walk
+        except OSError as e:
+            self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
+            return
+        mode = st.st_mode
+        if S.S_ISDIR(mode):
+            if rules.is_ignored(rel_path, True):
+                self.stats.ignored += 1
+                self.protected.add(rel_path)
+                return
+            prev = old.get(name) if old is not None else None
+            if prev is not None and prev.kind != DIR:
+                prev = None
+            sub_old = self.old(prev.oid) if self.old is not None and prev is not None else None
+            sub_full = full or rel_path in self.fresh or sub_old is None
+            try:
+                sub = os.open(name, _OPEN_DIR, dir_fd=dfd)
+            except OSError as e:
+                self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
+                return
+            try:
+                oid = self.scan_dir(sub, rel_path,
+                                    rules.for_subdir(rel_path, os.path.join(self.root, rel_path)),
+                                    sub_old, sub_full)
+            except _Unreadable as e:
+                os.close(sub)
+                self._refuse(self.stats.unreadable, rel_path, str(e))
+                return
+            except BaseException:
+                if self.pipeline is not None:
+                    self.pipeline.close()     # no reader may still use `sub`
+                os.close(sub)
+                raise
+            self.stats.dirs += 1
+            if isinstance(oid, _Dir):
+                # files below are being read (from `sub`): its entry comes with its tree
+                oid.parent, oid.name, oid.mode, oid.fd = node, name, S.S_IMODE(mode), sub
+                node.waiting += 1
+                self.held.add(oid)
+                while len(self.held) > _MAX_HELD and self.pipeline.queue:
+                    self.pipeline.take_one()
+                return
+            os.close(sub)
+            tree[name] = Entry(DIR, S.S_IMODE(mode), oid, 0)
+        elif S.S_ISREG(mode):
+            if rules.is_ignored(rel_path, False):
+                self.stats.ignored += 1
+                self.protected.add(rel_path)
+                return
+            entry = self._file(dfd, name, rel_path, st, node)
+            if entry is not None:
+                tree[name] = entry
+        elif S.S_ISLNK(mode):
+            if rules.is_ignored(rel_path, False):
+                self.stats.ignored += 1
+                self.protected.add(rel_path)
+                return
+            try:
+                target = os.fsencode(os.readlink(name, dir_fd=dfd))
+            except OSError as e:
+                self._refuse(self.stats.unreadable, rel_path, e.strerror or str(e))
+                return
+            oid = digest_of(target)
+            cached = self.cache.get(rel_path)
+            if self.store is not None and (cached is None or cached[6] != oid or oid in self.damaged):
+                self._put(target, oid)
+            self._remember(rel_path, (LINK, len(target), 0, 0, 0, 0o777, oid))
+            tree[name] = Entry(LINK, 0o777, oid, len(target))
+            self.stats.symlinks += 1
+        else:
+            self._refuse(self.stats.special, rel_path, special_kind(mode))
 
     def _finish(self, tree: Tree, rel: str) -> str:
         """The directory's tree, all of it known: its id, stored."""
@@ -350,6 +361,8 @@ class _Scanner:
         self.stats.hashed += 1
         self.stats.hashed_bytes += len(data)
         if self.store is not None:
+            if body is None and self.encode_inline and self.store.wanted(oid):
+                body = encode(data, fast=True)      # a fan-out worker: this process's own core
             self._put(data, oid, body)
             self.store.note_binary(oid, data)
         racy = st.st_mtime_ns >= self.fs_now_ns
@@ -407,12 +420,13 @@ def scan_dirty(root: str, store: Store, cache, fs_now_ns: int, old_root: str, lo
 def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None = None,
          fs_now_ns: int = 0, max_size: int = MAX_FILE_SIZE, progress=None,
          damaged: set[str] | frozenset[str] = frozenset(),
-         parallel_after: int | None = PARALLEL_AFTER) -> ScanResult:
+         parallel_after: int | None = PARALLEL_AFTER, fanout_after: int | None = None) -> ScanResult:
     """Walk `root`. With a store, every blob and tree is staged in it and cache updates are
     returned; without one, nothing is written (a read-only look at the working tree).
     `damaged`: ids whose stored copy is known bad: never trusted from the cache, and
     written afresh (`ScanResult.mended` names those). Files to read past `parallel_after`
-    are read on reader threads (None: never)."""
+    are read on reader threads (None: never). With an empty cache and at least
+    `fanout_after` files (None: fanout.FANOUT_FILES), on worker processes (fanout.py)."""
     scanner = _Scanner(root, store, cache or {}, fs_now_ns, max_size)
     scanner.damaged = damaged
     scanner.progress = progress
@@ -421,7 +435,12 @@ def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None =
         progress("files read", 0, 0)
     rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        oid = scanner.scan_dir(rfd, "", IgnoreRules.for_root(root))
+        rules = IgnoreRules.for_root(root)
+        oid = None
+        if store is not None and not scanner.cache and parallel_after is not None:
+            oid = _fan_out(root, scanner, rfd, rules, damaged, progress, fanout_after)
+        if oid is None:
+            oid = scanner.scan_dir(rfd, "", rules)
         if scanner.pipeline is not None:
             scanner.pipeline.drain()
         if isinstance(oid, _Dir):
@@ -436,4 +455,19 @@ def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None =
     if store is not None:
         removed = {p for p in scanner.cache if p not in scanner.seen}
     return ScanResult(oid, scanner.trees, scanner.stats, scanner.protected, scanner.hardlinks,
-                      scanner.upserts, removed, mended=scanner.mended)
+                      scanner.upserts, removed, mended=scanner.mended, workers=scanner.workers)
+
+
+def _fan_out(root: str, scanner: _Scanner, rfd: int, rules: IgnoreRules, damaged, progress,
+             fanout_after: int | None) -> str | None:
+    """A first snapshot on worker processes: the root tree's id, or None to scan here."""
+    from rewind.capture import fanout
+    if fanout.workers() < 2:
+        return None
+    try:
+        return fanout.scan(root, scanner, rfd, rules, damaged, progress,
+                           fanout.FANOUT_FILES if fanout_after is None else fanout_after)
+    except fanout.Failed as e:
+        from rewind.log import log
+        log(f"scan {root}: {e}; scanning on threads instead")
+        return None

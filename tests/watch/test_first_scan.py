@@ -27,7 +27,7 @@ from test_watcher import alive, wait_gone
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 
 MAKE_TREE = Path(__file__).resolve().parents[3] / "shared" / "bench" / "make_tree.py"
-FILES = 24000
+FILES = 48000   # its first scan on workers (capture/fanout.py) must still outlast a few hooks
 
 
 def big_tree(root: Path, files: int = FILES) -> None:

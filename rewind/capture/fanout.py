@@ -1,0 +1,364 @@
+"""A first snapshot on worker processes.
+
+A full scan with an empty stat cache (a first snapshot, a lost cache) reads, hashes,
+compresses and stores every file. On threads in one process (pipeline.py) the walk's
+per-file Python work and every GIL hand-off stay on one core: 100,000 files (1.7 GB) took
+13-15 s on 2 cores, and the walk's thread alone spent 6-7 s of CPU, its system calls slowed
+by the GIL convoy. Past FANOUT_FILES files the scan runs on worker processes instead
+(`python -m rewind.capture.fanout`, one a core, at most MAX_WORKERS):
+
+- The parent lists the directories first (names and d_type only, no stat: about 0.2 s for
+  100,000 files) and cuts the tree into shares of about `files / (workers * SHARES_EACH)`
+  files: a share is some entries of one directory (files, links, whole subdirectories
+  small enough). Shares go out one at a time to whichever worker is free, so a slow share
+  does not leave a core idle.
+- A worker scans its shares with scan.py's own `_Scanner` (the same rules for ignored,
+  special, unreadable, large, changing and hot files), one file after another and with no
+  thread, compresses each file on its own core and stores into its own pack, which it
+  makes durable before it says it is done.
+- The parent puts the directories above the shares together and stores their trees.
+
+The result is the one `scan()` would give: the same trees, stats and stat cache rows. A
+worker that fails, dies or finds a directory changed kind since it was listed makes the
+whole scan run again on threads; the objects it stored are then referenced by nothing, for
+gc. Workers run while the caller holds the store lock (as every scan does), so no gc can
+sweep their packs before the checkpoint refers to them.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat as S
+import sys
+
+from rewind.capture.ignore import IgnoreRules
+from rewind.store.tree import DIR, Entry
+
+FANOUT_FILES = 20_000    # files listed: fewer are scanned on threads (workers take ~0.1 s to start)
+MAX_WORKERS = 4
+SHARES_EACH = 8          # shares per worker: small enough to balance, big enough to be cheap
+MIN_SHARE = 256
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Failed(Exception):
+    """The workers could not do the scan: it runs on threads."""
+
+
+def workers() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return min(MAX_WORKERS, n)
+
+
+# -- the parent ----------------------------------------------------------------------------
+
+class _Listed:
+    """A directory as the plan listed it: its entries' names in listing order, the
+    subdirectories it could open (with their permission bits), and the files below."""
+    __slots__ = ("names", "subs", "modes", "total")
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.subs: dict[str, _Listed] = {}
+        self.modes: dict[str, int] = {}
+        self.total = 0
+
+
+def _list(dfd: int, rel: str, root: str, rules: IgnoreRules) -> _Listed:
+    """The plan: every directory the scan will walk, listed without a stat of its files.
+    What cannot be listed here is left to the share that names it: its worker reports it."""
+    node = _Listed()
+    with os.scandir(dfd) as it:
+        entries = list(it)
+    for de in entries:
+        name = de.name
+        node.names.append(name)      # .git too: its share's worker records it as protected
+        try:
+            is_dir = de.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            node.total += 1
+            continue
+        rel_path = f"{rel}/{name}" if rel else name
+        if rules.is_ignored(rel_path, True):
+            continue
+        try:
+            mode = de.stat(follow_symlinks=False).st_mode
+            sub = os.open(name, _OPEN_DIR, dir_fd=dfd)
+        except OSError:
+            continue
+        try:
+            listed = _list(sub, rel_path, root, rules.for_subdir(rel_path, os.path.join(root, rel_path)))
+        except OSError:
+            continue
+        finally:
+            os.close(sub)
+        node.subs[name], node.modes[name] = listed, S.S_IMODE(mode)
+        node.total += listed.total
+    return node
+
+
+class _Part:
+    """A directory the parent puts together: the shares that hold some of its entries,
+    and its subdirectories too big for one share."""
+    __slots__ = ("rel", "shares", "subs", "modes")
+
+    def __init__(self, rel: str):
+        self.rel = rel
+        self.shares: list[int] = []
+        self.subs: dict[str, _Part] = {}
+        self.modes: dict[str, int] = {}
+
+
+def _cut(node: _Listed, rel: str, size: int, shares: list[tuple[str, list[str], int]]) -> _Part:
+    part = _Part(rel)
+    chunk: list[str] = []
+    weight = 0
+    for name in node.names:
+        sub = node.subs.get(name)
+        if sub is not None and sub.total > size:
+            part.subs[name] = _cut(sub, f"{rel}/{name}" if rel else name, size, shares)
+            part.modes[name] = node.modes[name]
+            continue
+        chunk.append(name)
+        weight += 1 + (sub.total if sub is not None else 0)
+        if weight >= size:
+            part.shares.append(len(shares))
+            shares.append((rel, chunk, weight))
+            chunk, weight = [], 0
+    if chunk:
+        part.shares.append(len(shares))
+        shares.append((rel, chunk, weight))
+    return part
+
+
+class _Worker:
+    def __init__(self):
+        import subprocess
+        import rewind
+        env = dict(os.environ)
+        top = os.path.dirname(os.path.dirname(os.path.abspath(rewind.__file__)))
+        env["PYTHONPATH"] = top + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen([sys.executable, "-m", "rewind.capture.fanout"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                     close_fds=True)
+
+    def call(self, *msg):
+        try:
+            pickle.dump(msg, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+            kind, value = pickle.load(self.proc.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError) as e:
+            raise Failed(f"a worker stopped answering ({e.__class__.__name__})") from None
+        if kind != "ok":
+            raise Failed(f"a worker failed: {value}")
+        return value
+
+    def close(self) -> None:
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(5)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=None,
+         at_least: int = FANOUT_FILES):
+    """The full scan of `root` on workers: the root tree's id, with everything the
+    workers found merged into `scanner` (scan.py's, holding the store). None when the tree
+    is too small to be worth it. Raises Failed when the workers could not finish."""
+    import threading
+    listed = _list(rfd, "", root, rules)
+    if listed.total < at_least:
+        return None
+    count = workers()
+    shares: list[tuple[str, list[str], int]] = []
+    top = _cut(listed, "", max(MIN_SHARE, listed.total // (count * SHARES_EACH)), shares)
+    order = sorted(range(len(shares)), key=lambda i: -shares[i][2])     # the biggest first
+    results: list = [None] * len(shares)
+    errors: list[BaseException] = []
+    cond = threading.Condition()
+    state = {"next": 0, "files": 0, "running": count}
+    setup = (root, scanner.store.home, scanner.fs_now_ns, scanner.max_size, frozenset(damaged))
+
+    def run(worker: _Worker) -> None:
+        try:
+            worker.call("setup", *setup)
+            while True:
+                with cond:
+                    if errors or state["next"] >= len(order):
+                        break
+                    i = order[state["next"]]
+                    state["next"] += 1
+                rel, names, weight = shares[i]
+                results[i] = worker.call("share", rel, names)
+                with cond:
+                    state["files"] += weight
+                    cond.notify_all()
+            if not errors:
+                worker.call("flush")         # its pack durable before the scan is over
+        except BaseException as e:
+            with cond:
+                errors.append(e)
+        finally:
+            worker.close()
+            with cond:
+                state["running"] -= 1
+                cond.notify_all()
+
+    pool = []
+    try:
+        for _ in range(count):
+            pool.append(_Worker())
+    except OSError as e:
+        for w in pool:
+            w.close()
+        raise Failed(f"no worker could start ({e.strerror or e})") from None
+    threads = [threading.Thread(target=run, args=(w,), daemon=True, name="rewind-fanout") for w in pool]
+    for t in threads:
+        t.start()
+    while True:
+        with cond:
+            cond.wait(0.25)
+            running, done = state["running"], state["files"]
+        if progress is not None:
+            progress("files read", done, listed.total)
+        if not running:
+            break
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0] if isinstance(errors[0], Failed) else Failed(str(errors[0]))
+    for res in results:
+        _merge(scanner, res)
+    scanner.workers = count
+    return _assemble(top, results, scanner)
+
+
+def _merge(scanner, res) -> None:
+    _, trees, stats, protected, hardlinks, upserts, mended = res
+    scanner.trees.update(trees)
+    mine = scanner.stats
+    for name, value in vars(stats).items():
+        if isinstance(value, list):
+            getattr(mine, name).extend(value)
+        else:
+            setattr(mine, name, getattr(mine, name) + value)
+    scanner.protected |= protected
+    scanner.hardlinks |= hardlinks
+    scanner.upserts.update(upserts)
+    scanner.seen.update(upserts)
+    scanner.mended |= mended
+
+
+def _assemble(part: _Part, results: list, scanner) -> str:
+    tree = {}
+    for i in part.shares:
+        tree.update(results[i][0])
+    for name, sub in part.subs.items():
+        tree[name] = Entry(DIR, part.modes[name], _assemble(sub, results, scanner), 0)
+        scanner.stats.dirs += 1
+    return scanner._finish(tree, part.rel)
+
+
+# -- a worker ------------------------------------------------------------------------------
+
+def _open_dir(rfd: int, rel: str) -> int:
+    """The directory `rel` under the root, each step with O_NOFOLLOW: one swapped for a
+    link since the plan listed it fails the scan (it runs again on threads)."""
+    fd = os.dup(rfd)
+    for part in rel.split("/") if rel else ():
+        try:
+            sub = os.open(part, _OPEN_DIR, dir_fd=fd)
+        except OSError as e:
+            raise Failed(f"{rel}: {e.strerror or e} (changed since it was listed)") from None
+        finally:
+            os.close(fd)
+        fd = sub
+    return fd
+
+
+def _serve(inp, out) -> None:
+    from functools import partial
+    from rewind.capture.scan import _Dir, _Scanner
+    from rewind.store.objects import Store
+    store = None
+    rfd = -1
+    rules: dict[str, IgnoreRules] = {}
+
+    def rules_for(rel: str) -> IgnoreRules:
+        got = rules.get(rel)
+        if got is None:
+            if not rel:
+                got = IgnoreRules.for_root(root)
+            else:
+                parent = rel.rpartition("/")[0]
+                got = rules_for(parent).for_subdir(rel, os.path.join(root, rel))
+            rules[rel] = got
+        return got
+
+    while True:
+        try:
+            msg = pickle.load(inp)
+        except EOFError:
+            if store is not None:
+                store.discard()          # the parent gave up on the scan: nothing to keep
+            break
+        try:
+            if msg[0] == "setup":
+                root, home, fs_now_ns, max_size, damaged = msg[1:]
+                store = Store(home)
+                rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                reply = None
+            elif msg[0] == "share":
+                rel, names = msg[1:]
+                dfd = _open_dir(rfd, rel)
+                try:
+                    sc = _Scanner(root, store, {}, fs_now_ns, max_size)
+                    sc.damaged = damaged
+                    sc.encode_inline = True
+                    node = _Dir({}, rel)
+                    rules_here = rules_for(rel)
+                    for name in names:
+                        sc._entry(dfd, rel, rules_here, node, name, partial(os.stat, name, dir_fd=dfd))
+                finally:
+                    os.close(dfd)
+                reply = (node.tree, sc.trees, sc.stats, sc.protected, sc.hardlinks, sc.upserts, sc.mended)
+            elif msg[0] == "flush":
+                store.flush()
+                reply = None
+            else:
+                raise ValueError(f"unknown request {msg[0]!r}")
+            answer = ("ok", reply)
+        except BaseException as e:
+            if store is not None:
+                store.discard()
+            answer = ("error", f"{e.__class__.__name__}: {e}")
+        try:
+            pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
+            out.flush()
+        except OSError:                  # the parent is gone
+            answer = ("error", None)
+            if store is not None:
+                store.discard()
+        if answer[0] != "ok":
+            break
+
+
+if __name__ == "__main__":
+    # the answers go out on a copy of stdout; whatever else prints goes to /dev/null
+    answers = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
+    _serve(sys.stdin.buffer, answers)

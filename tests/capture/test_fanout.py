@@ -1,0 +1,158 @@
+"""A first snapshot on worker processes (capture/fanout.py) records exactly what the
+sequential scan records: the same trees, stats, protected paths, stat cache rows and stored
+objects, on real trees, with real worker processes. A worker that dies, a worker that
+cannot start, and a directory swapped for a symlink after the plan listed it: the scan runs
+again on threads and still records what the sequential scan records."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+
+import pytest
+
+from rewind.capture import fanout
+from rewind.capture.scan import scan
+from rewind.log import log_path
+from rewind.store.objects import Store
+from test_parallel_scan import LIMIT, busy_tree, contents, scanned, write
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX")
+
+
+@pytest.fixture(autouse=True)
+def small_shares(monkeypatch):
+    """Shares of a few files, on two workers whatever the machine: a small tree is cut
+    into many shares, directories split between them, as a big one is."""
+    monkeypatch.setattr(fanout, "MIN_SHARE", 8)
+    monkeypatch.setattr(fanout, "workers", lambda: 2)
+
+
+def fanned(root, home, **kw):
+    store = Store(str(home))
+    result = scan(str(root), store, {}, 2**62, fanout_after=1, **kw)
+    store.flush()
+    return result, store
+
+
+def tree_of(tmp_path):
+    root = tmp_path / "proj"
+    busy_tree(str(root), random.Random(3), files=500)
+    for i in range(300):                        # one directory bigger than a share
+        write(str(root), f"flat/f{i:03}.txt", f"flat {i}\n")
+    write(str(root), "flat/.gitignore", "f1*.txt\n")
+    write(str(root), "deep/" + "/".join(f"l{i}" for i in range(30)) + "/leaf.txt", "deep")
+    os.symlink("flat", str(root / "flatlink"))
+    os.makedirs(str(root / ".git"))
+    write(str(root), ".git/HEAD", "ref: refs/heads/main\n")
+    write(str(root), "nonutf8/" + os.fsdecode(b"caf\xe9.txt"), "a name that is not UTF-8")
+    return root
+
+
+def same_as_sequential(root, tmp_path, got, got_store):
+    seq, seq_store = scanned(root, None, tmp_path / "seq", max_size=LIMIT)
+    assert got.root == seq.root
+    assert got.trees == seq.trees
+    assert got.stats.to_json() == seq.stats.to_json()
+    assert sorted(got.stats.unreadable) == sorted(seq.stats.unreadable)
+    assert got.protected == seq.protected and got.hardlinks == seq.hardlinks
+    assert got.cache_upserts == seq.cache_upserts
+    stored = contents(got_store)
+    assert stored.keys() >= contents(seq_store).keys()      # a worker may store a blob the other stored too
+    for tree in got.trees.values():
+        for e in tree.values():
+            if e.kind in ("F", "L"):
+                assert e.oid in stored
+
+
+def test_workers_record_what_the_sequential_scan_records(tmp_path):
+    root = tree_of(tmp_path)
+    got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
+    assert got.workers == 2
+    same_as_sequential(root, tmp_path, got, store)
+    assert got.stats.large == ["big/too_large.bin"] and got.stats.special == [("fifo", "fifo")]
+    assert ".git" in got.protected and "build" in got.protected and "hard.txt" in got.hardlinks
+    flat = got.trees[got.trees[got.root]["flat"].oid]
+    assert len(flat) == 300 - 100 + 1        # f100-f199 ignored by its own .gitignore
+    # each worker made its pack durable under objects/pack; nothing is left in tmp/
+    assert len(os.listdir(os.path.join(store.home, "objects", "pack"))) >= 2
+    assert not [n for n in os.listdir(store.tmp) if n.startswith("pack.")]
+    # read back by a process that did not write it
+    fresh = Store(store.home)
+    for oid in got.trees:
+        assert fresh.get(oid)
+
+
+def test_a_small_tree_is_scanned_in_process(tmp_path):
+    root = tmp_path / "proj"
+    for i in range(40):
+        write(str(root), f"d{i % 3}/f{i}.txt", f"file {i}")
+    store = Store(str(tmp_path / "home"))
+    got = scan(str(root), store, {}, 2**62, fanout_after=41)
+    assert got.workers == 0 and got.stats.files == 40
+
+
+def test_a_stat_cache_means_no_workers(tmp_path):
+    """Only a scan with nothing to go by reads everything; any other is mostly cache hits."""
+    root = tree_of(tmp_path)
+    first, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
+    again = scan(str(root), store, dict(first.cache_upserts), 2**62, fanout_after=1, max_size=LIMIT)
+    assert again.workers == 0 and again.root == first.root
+
+
+def _log() -> str:
+    try:
+        with open(log_path(), encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def test_a_worker_killed_mid_scan_hands_the_scan_to_threads(tmp_path, monkeypatch):
+    root = tree_of(tmp_path)
+    call = fanout._Worker.call
+    killed = []
+
+    def call_then_die(self, *msg):
+        if msg[0] == "share" and not killed:
+            self.proc.kill()                      # a real death, at a known point
+            self.proc.wait()
+            killed.append(self.proc.pid)
+        return call(self, *msg)
+    monkeypatch.setattr(fanout._Worker, "call", call_then_die)
+    got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
+    assert killed and got.workers == 0
+    same_as_sequential(root, tmp_path, got, store)
+    assert "a worker stopped answering" in _log() and "scanning on threads instead" in _log()
+
+
+def test_no_worker_can_start(tmp_path, monkeypatch):
+    root = tree_of(tmp_path)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
+    assert got.workers == 0
+    same_as_sequential(root, tmp_path, got, store)
+    assert "no worker could start" in _log()
+
+
+def test_a_directory_swapped_for_a_link_after_the_plan(tmp_path, monkeypatch):
+    """The plan listed `flat` (split over several shares, so its workers open it by path);
+    it becomes a symlink before they do: they refuse to follow it and the scan runs again
+    on threads, which records the link."""
+    root = tree_of(tmp_path)
+    cut = fanout._cut
+
+    def cut_then_swap(*args):
+        got = cut(*args)
+        if not args[1]:                      # the root's cut: the whole plan is made
+            shutil.move(str(root / "flat"), str(tmp_path / "elsewhere"))
+            os.symlink(str(tmp_path / "elsewhere"), str(root / "flat"))
+        return got
+    monkeypatch.setattr(fanout, "_cut", cut_then_swap)
+    got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
+    assert got.workers == 0
+    assert got.trees[got.root]["flat"].kind == "L"
+    same_as_sequential(root, tmp_path, got, store)
+    assert "changed since it was listed" in _log()
