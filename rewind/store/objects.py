@@ -213,10 +213,12 @@ class Store:
             oid = digest_of(data)
         if oid in self._staged:
             return oid
-        final = self.path(oid)
+        if not is_oid(oid):
+            raise CorruptObject(str(oid)[:64], "not an object id (a damaged catalog or tree)")
         if self._may_be_loose(oid):
             try:
-                os.utime(final)  # reuse: refresh mtime (gc sweeps under the store lock, which callers hold)
+                os.utime(loose_path(self.objects, oid))   # reuse: refresh mtime (gc sweeps under
+                                                          # the store lock, which callers hold)
                 return oid
             except FileNotFoundError:
                 pass
