@@ -59,6 +59,15 @@ def spawn_if_due(home: str) -> bool:
     return True
 
 
+def spawn_recompress(home: str) -> None:
+    """`sweep.recompress` detached and niced: a first snapshot's raw packs rewritten
+    compressed, on whatever CPU the session leaves (zstd needs site-packages: no -S)."""
+    import rewind
+    src = os.path.dirname(os.path.dirname(os.path.abspath(rewind.__file__)))
+    spawn(["-c", "import os, sys; os.nice(19); sys.path.insert(0, sys.argv[1]); "
+           "from rewind.store.sweep import recompress; recompress(sys.argv[2])", src, home], cwd=home)
+
+
 def spawn_merge(home: str) -> None:
     """`merge_packs` detached (a hook counted MERGE_AT packs)."""
     import rewind

@@ -31,7 +31,7 @@ from rewind import clock
 from rewind.capture.ignore import IgnoreRules, is_always_ignored
 from rewind.capture.pipeline import read_batch, read_still, special_kind
 from rewind.constants import MAX_FILE_SIZE
-from rewind.store.objects import Store, digest_of, encode
+from rewind.store.objects import RAW, Store, digest_of
 from rewind.store.tree import DIR, FILE, LARGE, LINK, Entry, Tree, tree_id
 from rewind.structs import dataclass, field
 
@@ -40,6 +40,7 @@ HOT_NS = 2 * 10**9       # a file written this recently may have a write(2) stil
 PARALLEL_AFTER = 256     # a full scan reads files on threads past this many to read
 _MAX_HELD = 256          # directories held open for reads in flight, at most (file descriptors)
 _BATCH_FILES, _BATCH_BYTES = 16, 256 << 10   # one hand-off to a reader: a directory's files, up to this
+RAW_BODY = bytes([RAW])
 
 
 @dataclass
@@ -76,6 +77,7 @@ class ScanResult:
     removed_prefixes: set[str] = field(default_factory=set)
     mended: set[str] = field(default_factory=set)  # known damaged ids written whole again
     workers: int = 0                           # worker processes that did the scan (fanout.py)
+    raw_packs: list[str] = field(default_factory=list)   # their packs, stored raw: to recompress
 
 
 class _Scanner:
@@ -106,8 +108,9 @@ class _Scanner:
         self.removed_prefixes: set[str] = set()
         # parallel reads (full scans): the reader threads once started, the files read so far
         self.parallel_after: int | None = None
-        self.encode_inline = False       # compress here, not on the store's writer threads
+        self.raw_bodies = False          # file contents stored uncompressed (a fan-out worker's)
         self.workers = 0                 # fan-out worker processes that did this scan
+        self.raw_packs: list[str] = []   # ...and the packs they stored raw
         self.to_read = 0
         self.pipeline = None
         self.held: set[_Dir] = set()     # directories whose tree waits for reads, fd held open
@@ -361,8 +364,8 @@ class _Scanner:
         self.stats.hashed += 1
         self.stats.hashed_bytes += len(data)
         if self.store is not None:
-            if body is None and self.encode_inline and self.store.wanted(oid):
-                body = encode(data, fast=True)      # a fan-out worker: this process's own core
+            if body is None and self.raw_bodies and self.store.wanted(oid):
+                body = RAW_BODY + data              # a fan-out worker: compressed later
             self._put(data, oid, body)
             self.store.note_binary(oid, data)
         racy = st.st_mtime_ns >= self.fs_now_ns
@@ -455,7 +458,8 @@ def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None =
     if store is not None:
         removed = {p for p in scanner.cache if p not in scanner.seen}
     return ScanResult(oid, scanner.trees, scanner.stats, scanner.protected, scanner.hardlinks,
-                      scanner.upserts, removed, mended=scanner.mended, workers=scanner.workers)
+                      scanner.upserts, removed, mended=scanner.mended, workers=scanner.workers,
+                      raw_packs=scanner.raw_packs)
 
 
 def _fan_out(root: str, scanner: _Scanner, rfd: int, rules: IgnoreRules, damaged, progress,

@@ -160,6 +160,9 @@ class WorkingCopy:
                 result = scan(project.root, store, catalog.load_statcache(project.id), fs_now,
                               progress=request.progress, damaged=damaged)
             store.flush()
+            if result.raw_packs:
+                from rewind.background import spawn_recompress
+                spawn_recompress(store.home)      # the workers stored contents raw, for speed
         except BaseException:
             store.discard()
             raise

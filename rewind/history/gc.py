@@ -48,8 +48,8 @@ from rewind.lock import store_lock, try_lock
 from rewind.retention import enforce
 from rewind.store import tree as treemod
 from rewind.store.objects import Store
-from rewind.store.sweep import (GC_LOCK, Progress, SweepCounts, clean_tmp, merge_small, object_sizes, totals,
-                                recover_trash, sweep_loose, sweep_packs)
+from rewind.store.sweep import (GC_LOCK, Progress, SweepCounts, clean_tmp, merge_small, object_sizes,
+                                recompress, recover_trash, sweep_loose, sweep_packs, totals)
 from rewind.store.tree import DIR, FILE, LARGE, LINK
 from rewind.structs import dataclass, field
 
@@ -282,6 +282,7 @@ def apply(plan: GcPlan, home: str, catalog: Catalog, progress: Progress | None =
     # drops only what no root named under the lock: nothing a writer can come to rely on
     # (put never relies on a packed copy), so hooks need not wait for it
     merge_small(home, small, marked, report, False)
+    recompress(home)          # a first snapshot's raw packs its background job left (killed, say)
     clean_tmp(home, report, False)
     report.store_objects, report.store_bytes = totals(home)
     report.seconds = round(time.monotonic() - plan.began, 3)

@@ -172,6 +172,8 @@ class Store:
         self._binary: dict[str, bool] = {}       # id -> a NUL in its first 8 KB, for blobs seen whole
         self.found_damaged: dict[str, str] = {}  # id -> problem, found by this process's reads
         self.damaged_packs: dict[str, str] = {}  # pack file -> why it could not be opened
+        self.raw_packs = False                   # packs of file contents stored raw (pack.RAW_SUFFIX)
+        self.written: list[str] = []             # the packs `flush` made, by file name
 
     def fs_now(self) -> int:
         """The filesystem's idea of now, read from a file made in tmp/: file times lag and
@@ -298,7 +300,8 @@ class Store:
             in_parallel(self._write_loose, loose)
         if self._pack is not None:
             pack, self._pack = self._pack, None
-            name = pack.finish(os.path.join(self.home, PACKS_DIR))     # synced, renamed, dir synced
+            name = pack.finish(os.path.join(self.home, PACKS_DIR), self.raw_packs)   # synced, renamed, dir synced
+            self.written.append(name)
             self._packs().open(name)
         shards = set()
         for oid, tmp, _ in loose:

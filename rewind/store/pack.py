@@ -21,6 +21,8 @@ from rewind.errors import CorruptObject
 from rewind.fsutil import ensure_private_dir, fsync_dir, write_all
 
 SMALL_PACK = 4096        # gc merges packs of at most this many objects
+RAW_SUFFIX = "-raw.pack"  # a pack whose file contents were stored uncompressed, for speed (a first
+                         # snapshot's, capture/fanout.py): sweep.recompress rewrites it compressed
 DICT_PACK = 64           # ...and a pack of at most this many has its index read into a dict when opened;
                          # a bigger one is binary-searched in its mmap (~8 us a find), and reads its
 BSEARCHES = 64           # index into a dict only after this many finds and count/8 (building the dict
@@ -81,10 +83,11 @@ class PackWriter:
                 self._write_pending()
         return os.pread(self.fd, v & 0xFFFFFFFF, v >> 32)
 
-    def finish(self, packs_dir: str) -> str:
+    def finish(self, packs_dir: str, raw: bool = False) -> str:
         """Index and trailer, fsync, rename into objects/pack/, fsync that directory. Returns the
-        name. A failure before the rename (a full disk: the last bodies are written here)
-        removes the temporary file: the caller has let go of this writer already."""
+        name (ending in RAW_SUFFIX when `raw`). A failure before the rename (a full disk: the
+        last bodies are written here) removes the temporary file: the caller has let go of this
+        writer already."""
         try:
             self._write_pending()
             ids = sorted(self.index)         # hex order is byte order
@@ -100,7 +103,7 @@ class PackWriter:
             raise
         fd, self.fd = self.fd, -1
         os.close(fd)
-        name = f"{clock.wall_ns():020d}-{os.urandom(6).hex()}.pack"   # names sort oldest first
+        name = f"{clock.wall_ns():020d}-{os.urandom(6).hex()}{RAW_SUFFIX if raw else '.pack'}"   # oldest first
         ensure_private_dir(packs_dir)
         os.replace(self.path, os.path.join(packs_dir, name))
         fsync_dir(packs_dir)

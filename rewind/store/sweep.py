@@ -18,12 +18,13 @@ from collections.abc import Callable
 from rewind import clock
 from rewind.constants import OBJECTS_DIR, TMP_DIR
 from rewind.lock import try_lock
-from rewind.store.objects import PACKS_DIR, Store, loose_path
-from rewind.store.pack import SMALL_PACK, Pack, PackWriter, pack_size
+from rewind.store.objects import PACKS_DIR, RAW, Store, digest_of, encode, loose_path
+from rewind.store.pack import RAW_SUFFIX, SMALL_PACK, Pack, PackWriter, pack_size
 from rewind.structs import dataclass
 
 TRASH_DIR = "gc-trash"
 GC_LOCK = "gc.lock"            # gc and the pack merge, never both at once
+RECOMPRESS_LOCK = "recompress.lock"   # one rewrite of the raw packs at a time
 TMP_MAX_AGE_S = 86400          # staged files of a writer that died are removed after a day
 _HEX2 = re.compile(r"^[0-9a-f]{2}$")
 _HEX62 = re.compile(r"^[0-9a-f]{62}$")
@@ -156,7 +157,8 @@ def sweep_packs(home: str, marked: set[str], start_ns: int, counts, dry_run: boo
         entries = list(pack.entries())
         live = [n for oid, _, n in entries if oid in marked]
         dead, dead_bytes = len(entries) - len(live), sum(n for _, _, n in entries) - sum(live)
-        if live and mtime < start_ns and (pack.count <= SMALL_PACK or 2 * dead_bytes > size):
+        if live and mtime < start_ns and (pack.count <= SMALL_PACK or 2 * dead_bytes > size) \
+                and not name.endswith(RAW_SUFFIX):       # recompress rewrites those
             small.append((pack, dead, dead_bytes, size))
         else:
             pack.mm.close()
@@ -251,8 +253,8 @@ def merge_packs(home: str) -> int:
         return 0
     small: list[Pack] = []
     try:
-        for pack in Store(home).packs().values():
-            if pack.count <= SMALL_PACK:
+        for name, pack in Store(home).packs().items():
+            if pack.count <= SMALL_PACK and not name.endswith(RAW_SUFFIX):   # recompress's
                 small.append(pack)
             else:
                 pack.mm.close()
@@ -264,6 +266,52 @@ def merge_packs(home: str) -> int:
         for pack in small:
             pack.mm.close()
         os.close(fd)
+
+
+def recompress(home: str) -> int:
+    """Rewrite each raw pack (a first snapshot's, stored uncompressed for speed) as a normal
+    one, its file contents compressed, then delete it; returns the packs rewritten. Each
+    object is in the new pack, synced, before the raw one goes, so a kill at any point loses
+    nothing (both copies stay, and the next run or gc finishes). No gc lock: gc and merges
+    never merge a raw pack, and deleting one a gc deleted first is no harm. A body that no
+    longer matches its id is copied as it is, for `verify` to name."""
+    fd = try_lock(home, RECOMPRESS_LOCK)
+    if fd is None:
+        return 0                       # another run is at it
+    done = 0
+    try:
+        pdir = os.path.join(home, PACKS_DIR)
+        try:
+            names = sorted(n for n in os.listdir(pdir) if n.endswith(RAW_SUFFIX))
+        except FileNotFoundError:
+            return 0
+        for name in names:
+            try:
+                pack = Pack(os.path.join(pdir, name))
+            except FileNotFoundError:
+                continue               # gc swept it meanwhile
+            except (OSError, ValueError):
+                continue               # damaged: kept as it is; `verify` names it
+            writer = PackWriter(os.path.join(home, TMP_DIR))
+            try:
+                for oid, off, length in pack.entries():
+                    body = pack.read(off, length)
+                    if body[0] == RAW:
+                        data = body[1:]
+                        if digest_of(data) == oid:
+                            body = encode(data, fast=True)
+                    writer.append(oid, body)
+                writer.finish(pdir)
+            except BaseException:
+                writer.abort()
+                raise
+            finally:
+                pack.mm.close()
+            remove_pack(home, os.path.join(pdir, name))
+            done += 1
+    finally:
+        os.close(fd)
+    return done
 
 
 def clean_tmp(home: str, counts, dry_run: bool) -> None:

@@ -15,8 +15,11 @@ import pytest
 
 from rewind.capture import fanout
 from rewind.capture.scan import scan
+from rewind.errors import CorruptObject
 from rewind.log import log_path
-from rewind.store.objects import Store
+from rewind.store.objects import RAW, Store
+from rewind.store.pack import RAW_SUFFIX, Pack
+from rewind.store.sweep import merge_packs, recompress
 from test_parallel_scan import LIMIT, busy_tree, contents, scanned, write
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX")
@@ -76,8 +79,8 @@ def test_workers_record_what_the_sequential_scan_records(tmp_path):
     assert ".git" in got.protected and "build" in got.protected and "hard.txt" in got.hardlinks
     flat = got.trees[got.trees[got.root]["flat"].oid]
     assert len(flat) == 300 - 100 + 1        # f100-f199 ignored by its own .gitignore
-    # each worker made its pack durable under objects/pack; nothing is left in tmp/
-    assert len(os.listdir(os.path.join(store.home, "objects", "pack"))) >= 2
+    # each worker made its pack durable under objects/pack, named raw; nothing is left in tmp/
+    assert len(got.raw_packs) == 2 and set(got.raw_packs) <= set(os.listdir(packs_dir(store)))
     assert not [n for n in os.listdir(store.tmp) if n.startswith("pack.")]
     # read back by a process that did not write it
     fresh = Store(store.home)
@@ -156,3 +159,53 @@ def test_a_directory_swapped_for_a_link_after_the_plan(tmp_path, monkeypatch):
     assert got.trees[got.root]["flat"].kind == "L"
     same_as_sequential(root, tmp_path, got, store)
     assert "changed since it was listed" in _log()
+
+
+def packs_dir(store: Store) -> str:
+    return os.path.join(store.home, "objects", "pack")
+
+
+def pack_bytes(store: Store) -> int:
+    return sum(os.path.getsize(os.path.join(packs_dir(store), n)) for n in os.listdir(packs_dir(store)))
+
+
+def test_raw_packs_are_rewritten_compressed_with_every_object(tmp_path):
+    root = tree_of(tmp_path)
+    got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
+    bodies = [Pack(os.path.join(packs_dir(store), n)) for n in got.raw_packs]
+    codecs = [p.read(off, n)[0] for p in bodies for oid, off, n in p.entries() if oid not in got.trees]
+    # file contents raw; only a batch's first few objects (and link targets) went through zlib
+    assert codecs.count(RAW) > 0.95 * len(codecs)
+    before, size = contents(store), pack_bytes(store)
+    merge_packs(store.home)                      # a hook's merge of small packs leaves them be
+    assert set(got.raw_packs) <= set(os.listdir(packs_dir(store)))
+    assert recompress(store.home) == 2
+    names = os.listdir(packs_dir(store))
+    assert not [n for n in names if n.endswith(RAW_SUFFIX)] and names
+    assert contents(Store(store.home)) == before
+    assert pack_bytes(store) < 0.8 * size        # its text compresses; its random bytes do not
+    assert recompress(store.home) == 0           # nothing left to do
+
+
+def test_a_damaged_body_in_a_raw_pack_stays_damaged(tmp_path):
+    """Recompressing never launders a body that no longer matches its id: copied as it is,
+    it still fails its check, and the others are whole."""
+    root = tree_of(tmp_path)
+    got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
+    path = os.path.join(packs_dir(store), got.raw_packs[0])
+    pack = Pack(path)
+    oid, off, n = next((oid, off, n) for oid, off, n in pack.entries() if n > 100 and oid not in got.trees)
+    pack.mm.close()
+    with open(path, "r+b") as f:
+        f.seek(off + 50)
+        byte = f.read(1)
+        f.seek(off + 50)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert recompress(store.home) == 2
+    fresh = Store(store.home)
+    with pytest.raises(CorruptObject):
+        fresh.get(oid)
+    for tree in got.trees.values():
+        for e in tree.values():
+            if e.kind == "F" and e.oid != oid:
+                assert fresh.get(e.oid) is not None

@@ -27,7 +27,7 @@ from test_watcher import alive, wait_gone
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 
 MAKE_TREE = Path(__file__).resolve().parents[3] / "shared" / "bench" / "make_tree.py"
-FILES = 48000   # its first scan on workers (capture/fanout.py) must still outlast a few hooks
+FILES = 24000
 
 
 def big_tree(root: Path, files: int = FILES) -> None:
@@ -44,6 +44,44 @@ def first_scan_running(root: Path, timeout: float = 30) -> dict:
             return row
         time.sleep(0.02)
     raise AssertionError(f"the watcher of {root} never began its first scan: {state(root)}")
+
+
+def workers_of(pid: int) -> list[int]:
+    """The first scan's worker processes (capture/fanout.py) of the watcher `pid`."""
+    found = []
+    for child in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{child}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                args = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"rewind.capture.fanout" in args:
+            found.append(int(child))
+    return found
+
+
+def pause_first_scan(pid: int, timeout: float = 30) -> list[int]:
+    """SIGSTOP the first scan's workers, as a machine too busy to run them would: the scan
+    stays under way, however fast it would be, until `resume`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        workers = workers_of(pid)
+        if workers:
+            for w in workers:
+                os.kill(w, signal.SIGSTOP)
+            return workers
+        time.sleep(0.005)
+    raise AssertionError("the watcher's first scan started no worker: the tree is too small for a fan-out")
+
+
+def resume(workers: list[int]) -> None:
+    for w in workers:
+        try:
+            os.kill(w, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
 
 
 def _baseline(root: Path) -> bool:
@@ -90,6 +128,20 @@ def checkpoint_stats(root: Path, number: int) -> dict:
         cat.close()
 
 
+def recompress_jobs(home: str) -> list[int]:
+    """The background jobs rewriting raw packs in `home` (background.spawn_recompress)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if any(b"recompress" in a for a in args) and os.fsencode(home) in args:
+            found.append(int(pid))
+    return found
+
+
 @pytest.mark.parametrize("served", [True, False], ids=["served", "standalone"])
 def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prompt(tmp_path, served):
     root = tmp_path / "proj"
@@ -102,7 +154,7 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
     hook(payload("SessionStart", root), root)
     # a REWIND_* entry the watcher does not have: every hook declines to be served
     env = {} if served else {"REWIND_SERVED_TEST": "standalone"}
-    first_scan_running(root)
+    paused = pause_first_scan(first_scan_running(root)["pid"])
     hook(prompt(root, "one"), root, **env)                                     # checkpoint 1, pending
     assert _baseline(root), "the first scan ended before the test could act in it: make the tree bigger"
     assert pending_numbers(root) == [1]
@@ -126,6 +178,7 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
             assert view["first_scan_since"] and view["pending"] == [1], view
             assert "1 checkpoint pending until it is in (1)" in status, status
     # a shell command waits for the scan, then runs in a window of its own
+    resume(paused)
     bpre, bpost = tool_pair(root, "Bash", command="echo ran > ran.txt")
     hook(bpre, root, **env)
     assert not _baseline(root) and pending_numbers(root) == []
@@ -156,6 +209,15 @@ def test_a_prompt_during_the_first_scan_is_completed_as_the_tree_was_at_the_prom
                                                         "an editor saved this during the first scan\n")
     assert (root / "docs/saved.txt").read_text() in ("before the editor's atomic save\n",
                                                       "an editor saved this by a rename over the file\n")
+    # the watcher's workers stored the first snapshot raw, and a niced job rewrites it
+    # compressed; killed here (a reboot, say), gc finishes it, and the store verifies whole
+    home = os.environ["REWIND_HOME"]
+    for pid in recompress_jobs(home):
+        os.kill(pid, signal.SIGKILL)
+    run_rewind("gc", cwd=root, check=0)
+    packs = os.listdir(os.path.join(home, "objects", "pack"))
+    assert packs and not [n for n in packs if n.endswith("-raw.pack")], packs
+    run_rewind("verify", cwd=root, check=0)
 
 
 def test_a_watcher_that_dies_in_its_first_scan_leaves_the_prompt_to_the_next_hook(tmp_path):
@@ -164,6 +226,7 @@ def test_a_watcher_that_dies_in_its_first_scan_leaves_the_prompt_to_the_next_hoo
     write(root, "docs/edited.txt", "before the Edit tool\n")
     hook(payload("SessionStart", root), root)
     row = first_scan_running(root)
+    paused = pause_first_scan(row["pid"])
     hook(prompt(root, "one"), root)                                            # checkpoint 1, pending
     epre, epost = tool_pair(root, "Edit", file_path=str(root / "docs/edited.txt"))
     hook(epre, root)
@@ -171,6 +234,7 @@ def test_a_watcher_that_dies_in_its_first_scan_leaves_the_prompt_to_the_next_hoo
     assert _baseline(root) and pending_numbers(root) == [1], "the first scan ended too soon: a bigger tree"
     os.kill(row["pid"], signal.SIGKILL)
     assert wait_gone(row["pid"])
+    resume(paused)            # they find their watcher gone and stop: nothing of theirs is kept
     hook(epost, root)
     hook(payload("Stop", root), root)             # the next hook that scans completes it
     assert pending_numbers(root) == []
