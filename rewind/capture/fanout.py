@@ -125,6 +125,10 @@ def _cut(node: _Listed, rel: str, size: int, shares: list[tuple[str, list[str], 
     for name in node.names:
         sub = node.subs.get(name)
         if sub is not None and sub.total > size:
+            if chunk:                  # the shares stay in walk order: so do the stats' lists
+                part.shares.append(len(shares))
+                shares.append((rel, chunk, weight))
+                chunk, weight = [], 0
             part.subs[name] = _cut(sub, f"{rel}/{name}" if rel else name, size, shares)
             part.modes[name] = node.modes[name]
             continue
@@ -141,15 +145,16 @@ def _cut(node: _Listed, rel: str, size: int, shares: list[tuple[str, list[str], 
 
 
 class _Worker:
-    def __init__(self):
+    def __init__(self, rfd: int):
         import subprocess
         import rewind
         env = dict(os.environ)
         top = os.path.dirname(os.path.dirname(os.path.abspath(rewind.__file__)))
         env["PYTHONPATH"] = top + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rewind.capture.fanout"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                     close_fds=True)
+        # -P and cwd "/": never a module of the project being scanned (its own rewind/, say)
+        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "rewind.capture.fanout"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=env, cwd="/", close_fds=True, pass_fds=(rfd,))
 
     def call(self, *msg):
         try:
@@ -193,7 +198,8 @@ def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=Non
     written: list[str] = []
     cond = threading.Condition()
     state = {"next": 0, "files": 0, "running": count}
-    setup = (root, scanner.store.home, scanner.fs_now_ns, scanner.max_size, frozenset(damaged))
+    setup = (root, rfd, scanner.store.home, scanner.fs_now_ns, scanner.max_size, frozenset(damaged))
+    left = [len(shares)]          # shares not back yet: a worker flushes only once none is
 
     def run(worker: _Worker) -> None:
         try:
@@ -208,11 +214,16 @@ def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=Non
                 results[i] = worker.call("share", rel, names)
                 with cond:
                     state["files"] += weight
+                    left[0] -= 1
                     cond.notify_all()
-            if not errors:
-                packs = worker.call("flush")     # its pack durable before the scan is over
-                with cond:
-                    written.extend(packs)
+            with cond:
+                while left[0] and not errors:
+                    cond.wait()
+                if errors:
+                    return
+            packs = worker.call("flush")         # its pack durable before the scan is over
+            with cond:
+                written.extend(packs)
         except BaseException as e:
             with cond:
                 errors.append(e)
@@ -225,7 +236,7 @@ def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=Non
     pool = []
     try:
         for _ in range(count):
-            pool.append(_Worker())
+            pool.append(_Worker(rfd))
     except OSError as e:
         for w in pool:
             w.close()
@@ -233,16 +244,27 @@ def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=Non
     threads = [threading.Thread(target=run, args=(w,), daemon=True, name="rewind-fanout") for w in pool]
     for t in threads:
         t.start()
-    while True:
+    try:
+        while True:
+            with cond:
+                cond.wait(0.25)
+                running, done = state["running"], state["files"]
+            if progress is not None:
+                progress("files read", min(done, listed.total), listed.total)
+            if not running:
+                break
+    except BaseException:             # given up (an interrupt): no worker goes on, none flushes
         with cond:
-            cond.wait(0.25)
-            running, done = state["running"], state["files"]
-        if progress is not None:
-            progress("files read", done, listed.total)
-        if not running:
-            break
-    for t in threads:
-        t.join()
+            errors.append(Failed("the scan was interrupted"))
+            cond.notify_all()
+        for w in pool:
+            w.proc.kill()             # a read waiting on it returns now; close() reaps it
+        raise
+    finally:
+        for t in threads:
+            t.join()
+        if errors:
+            _remove(scanner.store.home, written)
     if errors:
         raise errors[0] if isinstance(errors[0], Failed) else Failed(str(errors[0]))
     for res in results:
@@ -252,8 +274,21 @@ def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=Non
     return _assemble(top, results, scanner)
 
 
+def _remove(home: str, packs: list[str]) -> None:
+    """The packs of a scan that failed: nothing refers to them (a put never relies on a
+    packed copy, and the caller holds the store lock), and the threads store it all again."""
+    from rewind.store.objects import PACKS_DIR
+    for name in packs:
+        try:
+            os.unlink(os.path.join(home, PACKS_DIR, name))
+        except OSError:
+            pass
+
+
 def _merge(scanner, res) -> None:
-    _, trees, stats, protected, hardlinks, upserts, mended = res
+    _, trees, stats, protected, hardlinks, upserts, mended, handed = res
+    for oid, data in handed:
+        scanner._put(data, oid)      # trees and link targets: zlib, in the parent's batch
     scanner.trees.update(trees)
     mine = scanner.stats
     for name, value in vars(stats).items():
@@ -323,10 +358,9 @@ def _serve(inp, out) -> None:
             break
         try:
             if msg[0] == "setup":
-                root, home, fs_now_ns, max_size, damaged = msg[1:]
+                root, rfd, home, fs_now_ns, max_size, damaged = msg[1:]   # rfd: the parent's, inherited
                 store = Store(home)
                 store.raw_packs = True
-                rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 reply = None
             elif msg[0] == "share":
                 rel, names = msg[1:]
@@ -335,13 +369,15 @@ def _serve(inp, out) -> None:
                     sc = _Scanner(root, store, {}, fs_now_ns, max_size)
                     sc.damaged = damaged
                     sc.raw_bodies = True
+                    sc.handed = []
                     node = _Dir({}, rel)
                     rules_here = rules_for(rel)
                     for name in names:
                         sc._entry(dfd, rel, rules_here, node, name, partial(os.stat, name, dir_fd=dfd))
                 finally:
                     os.close(dfd)
-                reply = (node.tree, sc.trees, sc.stats, sc.protected, sc.hardlinks, sc.upserts, sc.mended)
+                reply = (node.tree, sc.trees, sc.stats, sc.protected, sc.hardlinks, sc.upserts, sc.mended,
+                         sc.handed)
             elif msg[0] == "flush":
                 store.flush()
                 reply = store.written

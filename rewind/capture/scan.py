@@ -109,6 +109,8 @@ class _Scanner:
         # parallel reads (full scans): the reader threads once started, the files read so far
         self.parallel_after: int | None = None
         self.raw_bodies = False          # file contents stored uncompressed (a fan-out worker's)
+        self.handed: list | None = None  # ...which hands its trees and link targets to the parent
+                                         # (so a raw pack holds only file contents: recompress's)
         self.workers = 0                 # fan-out worker processes that did this scan
         self.raw_packs: list[str] = []   # ...and the packs they stored raw
         self.to_read = 0
@@ -134,6 +136,13 @@ class _Scanner:
             self.mended.add(oid)
         else:
             self.store.put(data, oid, body)
+
+    def _put_small(self, data: bytes, oid: str) -> None:
+        """A tree or a link target: stored, or, by a fan-out worker, handed to the parent."""
+        if self.handed is not None:
+            self.handed.append((oid, data))
+        else:
+            self._put(data, oid)
 
     def _remember(self, rel: str, value: tuple) -> None:
         if self.store is None:
@@ -260,7 +269,7 @@ class _Scanner:
             oid = digest_of(target)
             cached = self.cache.get(rel_path)
             if self.store is not None and (cached is None or cached[6] != oid or oid in self.damaged):
-                self._put(target, oid)
+                self._put_small(target, oid)
             self._remember(rel_path, (LINK, len(target), 0, 0, 0, 0o777, oid))
             tree[name] = Entry(LINK, 0o777, oid, len(target))
             self.stats.symlinks += 1
@@ -274,7 +283,7 @@ class _Scanner:
         if self.store is not None:
             cached = self.cache.get(rel + "/")
             if cached is None or cached[6] != oid or oid in self.damaged:
-                self._put(data, oid)
+                self._put_small(data, oid)
             self._remember(rel + "/", (DIR, 0, 0, 0, 0, 0, oid))
         return oid
 
@@ -364,8 +373,9 @@ class _Scanner:
         self.stats.hashed += 1
         self.stats.hashed_bytes += len(data)
         if self.store is not None:
-            if body is None and self.raw_bodies and self.store.wanted(oid):
-                body = RAW_BODY + data              # a fan-out worker: compressed later
+            if self.raw_bodies:
+                # a fan-out worker: compressed later (an object already stored: nothing to write)
+                body = RAW_BODY + data if self.store.wanted(oid) else None
             self._put(data, oid, body)
             self.store.note_binary(oid, data)
         racy = st.st_mtime_ns >= self.fs_now_ns

@@ -162,7 +162,11 @@ class WorkingCopy:
             store.flush()
             if result.raw_packs:
                 from rewind.background import spawn_recompress
-                spawn_recompress(store.home)      # the workers stored contents raw, for speed
+                try:
+                    spawn_recompress(store.home)  # the workers stored contents raw, for speed
+                except OSError as e:              # gc does it later: the scan stands
+                    from rewind.log import log
+                    log("could not start the recompression of a first snapshot", e)
         except BaseException:
             store.discard()
             raise

@@ -282,7 +282,11 @@ def apply(plan: GcPlan, home: str, catalog: Catalog, progress: Progress | None =
     # drops only what no root named under the lock: nothing a writer can come to rely on
     # (put never relies on a packed copy), so hooks need not wait for it
     merge_small(home, small, marked, report, False)
-    recompress(home)          # a first snapshot's raw packs its background job left (killed, say)
+    try:
+        recompress(home)      # a first snapshot's raw packs its background job left (killed, say)
+    except Exception as e:    # they stay raw, whole: never a reason for gc to fail
+        from rewind.log import log
+        log("gc: the raw packs could not be recompressed", e)
     clean_tmp(home, report, False)
     report.store_objects, report.store_bytes = totals(home)
     report.seconds = round(time.monotonic() - plan.began, 3)

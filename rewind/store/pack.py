@@ -83,11 +83,11 @@ class PackWriter:
                 self._write_pending()
         return os.pread(self.fd, v & 0xFFFFFFFF, v >> 32)
 
-    def finish(self, packs_dir: str, raw: bool = False) -> str:
+    def finish(self, packs_dir: str, raw: bool = False, name: str | None = None) -> str:
         """Index and trailer, fsync, rename into objects/pack/, fsync that directory. Returns the
         name (ending in RAW_SUFFIX when `raw`). A failure before the rename (a full disk: the
         last bodies are written here) removes the temporary file: the caller has let go of this
-        writer already."""
+        writer already. `name`: this one instead of a new one."""
         try:
             self._write_pending()
             ids = sorted(self.index)         # hex order is byte order
@@ -103,7 +103,8 @@ class PackWriter:
             raise
         fd, self.fd = self.fd, -1
         os.close(fd)
-        name = f"{clock.wall_ns():020d}-{os.urandom(6).hex()}{RAW_SUFFIX if raw else '.pack'}"   # oldest first
+        if name is None:      # names sort oldest first
+            name = f"{clock.wall_ns():020d}-{os.urandom(6).hex()}{RAW_SUFFIX if raw else '.pack'}"
         ensure_private_dir(packs_dir)
         os.replace(self.path, os.path.join(packs_dir, name))
         fsync_dir(packs_dir)

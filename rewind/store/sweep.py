@@ -25,6 +25,7 @@ from rewind.structs import dataclass
 TRASH_DIR = "gc-trash"
 GC_LOCK = "gc.lock"            # gc and the pack merge, never both at once
 RECOMPRESS_LOCK = "recompress.lock"   # one rewrite of the raw packs at a time
+_RAW_BYTE = bytes([RAW])
 TMP_MAX_AGE_S = 86400          # staged files of a writer that died are removed after a day
 _HEX2 = re.compile(r"^[0-9a-f]{2}$")
 _HEX62 = re.compile(r"^[0-9a-f]{62}$")
@@ -269,12 +270,14 @@ def merge_packs(home: str) -> int:
 
 
 def recompress(home: str) -> int:
-    """Rewrite each raw pack (a first snapshot's, stored uncompressed for speed) as a normal
-    one, its file contents compressed, then delete it; returns the packs rewritten. Each
-    object is in the new pack, synced, before the raw one goes, so a kill at any point loses
-    nothing (both copies stay, and the next run or gc finishes). No gc lock: gc and merges
-    never merge a raw pack, and deleting one a gc deleted first is no harm. A body that no
-    longer matches its id is copied as it is, for `verify` to name."""
+    """Rewrite each raw pack (a first snapshot's file contents, stored uncompressed for
+    speed: capture/fanout.py) as a normal one of the same name without "-raw", compressed,
+    then delete it; returns the packs rewritten. The new pack is synced before the raw one
+    goes, so a kill at any point loses nothing; a run that finds the new pack there already
+    (a kill between the two) only deletes the raw one, so no second copy is ever made. No gc
+    lock: gc and merges never merge a raw pack, and deleting one a gc deleted first is no
+    harm. A body that no longer matches its id is copied as it is, for `verify`; a pack that
+    cannot be read, or a full disk, leaves that pack raw (logged) and goes on."""
     fd = try_lock(home, RECOMPRESS_LOCK)
     if fd is None:
         return 0                       # another run is at it
@@ -286,32 +289,41 @@ def recompress(home: str) -> int:
         except FileNotFoundError:
             return 0
         for name in names:
-            try:
-                pack = Pack(os.path.join(pdir, name))
-            except FileNotFoundError:
-                continue               # gc swept it meanwhile
-            except (OSError, ValueError):
-                continue               # damaged: kept as it is; `verify` names it
-            writer = PackWriter(os.path.join(home, TMP_DIR))
-            try:
-                for oid, off, length in pack.entries():
-                    body = pack.read(off, length)
-                    if body[0] == RAW:
-                        data = body[1:]
-                        if digest_of(data) == oid:
-                            body = encode(data, fast=True)
-                    writer.append(oid, body)
-                writer.finish(pdir)
-            except BaseException:
-                writer.abort()
-                raise
-            finally:
-                pack.mm.close()
-            remove_pack(home, os.path.join(pdir, name))
+            path = os.path.join(pdir, name)
+            final = name[:-len(RAW_SUFFIX)] + ".pack"
+            if not os.path.exists(os.path.join(pdir, final)):
+                try:
+                    _recompress_one(home, path, final)
+                except FileNotFoundError:
+                    continue           # gc swept it meanwhile
+                except Exception as e:
+                    from rewind.log import log
+                    log(f"recompress {path}: left as it is", e)
+                    continue
+            remove_pack(home, path)
             done += 1
     finally:
         os.close(fd)
     return done
+
+
+def _recompress_one(home: str, path: str, final: str) -> None:
+    pack = Pack(path)
+    writer = PackWriter(os.path.join(home, TMP_DIR))
+    try:
+        for oid, off, length in pack.entries():
+            body = pack.read(off, length)
+            if body[:1] == _RAW_BYTE:
+                data = body[1:]
+                if digest_of(data) == oid:
+                    body = encode(data, fast=True)
+            writer.append(oid, body)
+        writer.finish(os.path.dirname(path), name=final)
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        pack.mm.close()
 
 
 def clean_tmp(home: str, counts, dry_run: bool) -> None:
