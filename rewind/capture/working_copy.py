@@ -119,6 +119,7 @@ class WorkingCopy:
     def __init__(self, project: Project):
         self.project = project
         self.between_chunks = None
+        self.on_raw_packs = None    # a watcher's: it starts the recompression once the project is idle
 
     def scan(self, request: Scan) -> Scanned:
         project = self.project
@@ -160,13 +161,11 @@ class WorkingCopy:
                 result = scan(project.root, store, catalog.load_statcache(project.id), fs_now,
                               progress=request.progress, damaged=damaged)
             store.flush()
-            if result.raw_packs:
-                from rewind.background import spawn_recompress
-                try:
-                    spawn_recompress(store.home)  # the workers stored contents raw, for speed
-                except OSError as e:              # gc does it later: the scan stands
-                    from rewind.log import log
-                    log("could not start the recompression of a first snapshot", e)
+            if result.raw_packs:                  # the workers stored contents raw, for speed
+                if self.on_raw_packs is not None:
+                    self.on_raw_packs()
+                else:
+                    start_recompress(store.home)
         except BaseException:
             store.discard()
             raise
@@ -329,3 +328,14 @@ def _json(text: str | None) -> dict | None:
         return json.loads(text) if text else None
     except ValueError:
         return None
+
+
+def start_recompress(home: str) -> None:
+    """The job that compresses a first snapshot's raw packs, detached (background.py);
+    failing to start it fails nothing: gc does it later."""
+    from rewind.background import spawn_recompress
+    try:
+        spawn_recompress(home)
+    except OSError as e:
+        from rewind.log import log
+        log("could not start the recompression of a first snapshot", e)
