@@ -61,11 +61,12 @@ def spawn_if_due(home: str) -> bool:
 
 def spawn_recompress(home: str) -> None:
     """`sweep.recompress` detached and niced: a first snapshot's raw packs rewritten
-    compressed, on whatever CPU the session leaves (zstd needs site-packages: no -S)."""
+    compressed, on whatever CPU the session leaves (zstd needs site-packages: no -S), once
+    the store is idle (sweep.wait_for_idle)."""
     import rewind
     src = os.path.dirname(os.path.dirname(os.path.abspath(rewind.__file__)))
     spawn(["-c", "import os, sys; os.nice(19); sys.path.insert(0, sys.argv[1]); "
-           "from rewind.store.sweep import recompress; recompress(sys.argv[2])", src, home], cwd=home)
+           "from rewind.store.sweep import recompress; recompress(sys.argv[2], wait=True)", src, home], cwd=home)
 
 
 def spawn_merge(home: str) -> None:

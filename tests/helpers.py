@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rewind.capture.ignore import is_own_tmp
+from rewind.constants import COOKIE_PREFIX
 from rewind.project import open_project, resolve_root
 
 BIN = Path(sys.executable).parent / "rewind"
@@ -33,15 +35,23 @@ def git(*args, cwd):
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
+def _in_flight_cookie(name: str) -> bool:
+    """A hook's or the watcher's sync cookie: created and deleted by a process that may
+    still be running while a test reads the tree (`cp -a` of a project whose watcher is
+    taking its first snapshot). Never content. A restore's leftover temp file is not one:
+    that would be a defect, so it stays in the fingerprint."""
+    return name.startswith(COOKIE_PREFIX) and is_own_tmp(name)
+
+
 def fingerprint(root, skip=(".git",)) -> dict:
     """Everything a restore must reproduce: kind, permission bits, bytes or link target.
-    Symlinks are never followed."""
+    Symlinks are never followed; in-flight sync cookies are not content."""
     out = {}
     root = os.fspath(root)
 
     def walk(d, rel):
         for name in sorted(os.listdir(d)):
-            if not rel and name in skip:
+            if not rel and name in skip or _in_flight_cookie(name):
                 continue
             full = os.path.join(d, name)
             key = f"{rel}/{name}" if rel else name

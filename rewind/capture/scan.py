@@ -31,7 +31,7 @@ from rewind import clock
 from rewind.capture.ignore import IgnoreRules, is_always_ignored
 from rewind.capture.pipeline import read_batch, read_still, special_kind
 from rewind.constants import MAX_FILE_SIZE
-from rewind.store.objects import RAW, Store, digest_of
+from rewind.store.objects import RAW_PREFIX, Store, digest_of
 from rewind.store.tree import DIR, FILE, LARGE, LINK, Entry, Tree, tree_id
 from rewind.structs import dataclass, field
 
@@ -40,7 +40,6 @@ HOT_NS = 2 * 10**9       # a file written this recently may have a write(2) stil
 PARALLEL_AFTER = 256     # a full scan reads files on threads past this many to read
 _MAX_HELD = 256          # directories held open for reads in flight, at most (file descriptors)
 _BATCH_FILES, _BATCH_BYTES = 16, 256 << 10   # one hand-off to a reader: a directory's files, up to this
-RAW_BODY = bytes([RAW])
 
 
 @dataclass
@@ -375,7 +374,7 @@ class _Scanner:
         if self.store is not None:
             if self.raw_bodies:
                 # a fan-out worker: compressed later (an object already stored: nothing to write)
-                body = RAW_BODY + data if self.store.wanted(oid) else None
+                body = RAW_PREFIX + data if self.store.wanted(oid) else None
             self._put(data, oid, body)
             self.store.note_binary(oid, data)
         racy = st.st_mtime_ns >= self.fs_now_ns

@@ -119,7 +119,6 @@ class WorkingCopy:
     def __init__(self, project: Project):
         self.project = project
         self.between_chunks = None
-        self.on_raw_packs = None    # a watcher's: it starts the recompression once the project is idle
 
     def scan(self, request: Scan) -> Scanned:
         project = self.project
@@ -162,10 +161,7 @@ class WorkingCopy:
                               progress=request.progress, damaged=damaged)
             store.flush()
             if result.raw_packs:                  # the workers stored contents raw, for speed
-                if self.on_raw_packs is not None:
-                    self.on_raw_packs()
-                else:
-                    start_recompress(store.home)
+                start_recompress(store.home)      # (it waits for the store to be idle)
         except BaseException:
             store.discard()
             raise

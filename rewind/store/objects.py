@@ -37,6 +37,7 @@ from rewind.errors import CorruptObject
 from rewind.fsutil import ensure_private_dir, fsync_dir, in_parallel, write_all
 
 RAW, ZLIB, ZSTD = 0, 1, 2
+RAW_PREFIX = bytes([RAW])   # a stored body's first byte when it is kept as it is
 ZSTD_LEVEL = 1
 _SAMPLE = 64 * 1024
 SMALL_BATCH = 8          # a batch of at most this many objects is loose files; a bigger one a pack
@@ -103,11 +104,11 @@ def encode(data: bytes, fast: bool = False) -> bytes:
     c = _zstd_compressor() if fast else None
     codec, compress = (ZSTD, c.compress) if c is not None else (ZLIB, _zlib1)
     if len(data) > _SAMPLE and len(compress(data[:_SAMPLE])) > 0.9 * _SAMPLE:
-        return bytes([RAW]) + data
+        return RAW_PREFIX + data
     packed = compress(data)
     if len(packed) < len(data):
         return bytes([codec]) + packed
-    return bytes([RAW]) + data
+    return RAW_PREFIX + data
 
 
 def _zstd_reader():
@@ -408,7 +409,7 @@ class Store:
         if staged == _PACKED:
             return self._pack.read(oid)
         if staged == _HELD:
-            return bytes([RAW]) + self._held[oid]
+            return RAW_PREFIX + self._held[oid]
         try:
             with open(self.path(oid), "rb") as f:
                 return f.read()

@@ -32,6 +32,7 @@ MAGIC, END = b"RWPACK1\n", b"RWPKEND\n"
 REC = 48                 # index record: 32-byte id, 8-byte offset, 8-byte length
 TRAILER = 24             # index offset, count, END
 _WRITE_AT = 1 << 20      # a pack being written gathers small bodies up to this much per write(2)
+TRICKLE_AT = 8 << 20     # a trickling writer hands this much to the disk at a time (PackWriter)
 
 
 def pack_size(lengths) -> int:
@@ -43,8 +44,13 @@ def pack_size(lengths) -> int:
 class PackWriter:
     """The pack a big batch appends to, in tmp/ until `finish`."""
 
-    def __init__(self, tmp_dir: str):
+    def __init__(self, tmp_dir: str, trickle: bool = False):
+        """`trickle`: start the disk's writeback every TRICKLE_AT bytes (a background job's
+        pack of hundreds of MB): its final fsync then has little left to do, and does not hold
+        a hook's fsync behind it for a second (ext4 commits one journal for all)."""
         import threading
+        self.trickle = trickle and hasattr(os, "posix_fadvise")
+        self.advised = 0                     # bytes handed to writeback so far (trickle)
         self.path = os.path.join(tmp_dir, f"pack.{os.getpid()}.{os.urandom(8).hex()}")
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         self.lock = threading.Lock()         # the background writers append too
@@ -75,6 +81,14 @@ class PackWriter:
                 continue
             write_all(self.fd, memoryview(body)[done:])   # a short write: the rest one by one
             done = 0
+        if self.trickle and self.offset - self.advised >= TRICKLE_AT:
+            # DONTNEED starts the writeback of these dirty pages without waiting for it (and
+            # drops them from the cache once written: nobody reads them back from here)
+            try:
+                os.posix_fadvise(self.fd, self.advised, self.offset - self.advised, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                self.trickle = False
+            self.advised = self.offset
 
     def read(self, oid: str) -> bytes:
         v = self.index[oid]

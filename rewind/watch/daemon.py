@@ -39,7 +39,6 @@ from rewind.watch.windows import ShellWindows
 
 IGNORE_FILES = (".gitignore", ".rewindignore")
 HEARTBEAT_S = 1.0
-RECOMPRESS_IDLE_S = 15.0         # no hook for this long: the first snapshot's raw packs are compressed
 FLUSH_S = 0.05
 COMMAND_POLL_S = 0.02            # while a shell window waits for its command: the pid account
 
@@ -53,7 +52,6 @@ class Watcher(ShellWindows):
         self.on_ready = on_ready
         self.home, self.root, self.project_id = home, root, project_id
         self.background, self.idle_s = background, idle_s
-        self.raw_packs_waiting = False           # see _raw_packs_written
         self.rules = Rules(root)
         self.pending: list[tuple[str, str, int, str | None]] = []
         self.lock = threading.Lock()
@@ -289,8 +287,6 @@ class Watcher(ShellWindows):
                     next_beat = time.monotonic() + HEARTBEAT_S
                     self.heartbeat(self.catalog)
                     self.check_exclude()
-                    if self.raw_packs_waiting and self.idle_for(self.catalog, started) >= RECOMPRESS_IDLE_S:
-                        self._start_recompress()
                     if self.idle_s is not None and self.idle_for(self.catalog, started) >= self.idle_s:
                         self.stop_reason = "idle"
                         break
@@ -308,8 +304,6 @@ class Watcher(ShellWindows):
                 self.server.close()              # the call being served finishes first
             observer.stop()
             observer.join(timeout=5)
-            if self.raw_packs_waiting:
-                self._start_recompress()
             try:
                 if os.path.isdir(self.home):
                     self.flush()
@@ -349,7 +343,6 @@ class Watcher(ShellWindows):
                 # what an earlier watcher left pending is completed after this scan, with the rest
                 with locked(project, 120.0, complete_pending=False) as wc:
                     wc.between_chunks = self._let_calls_in
-                    wc.on_raw_packs = self._raw_packs_written
                     cat = project.catalog
                     upto = cat.last_event_seq(self.project_id)    # before any prompt can be pending
                     cat.set_baseline(self.project_id, os.getpid(), clock.wall_ns())
@@ -369,19 +362,6 @@ class Watcher(ShellWindows):
         # after the scan, not competing with it: a hook compiles no module it imports
         from rewind.bytecode import ensure_compiled
         ensure_compiled()
-
-    def _raw_packs_written(self) -> None:
-        """The first scan's workers stored file contents raw (capture/fanout.py): their
-        recompression reads and writes the whole snapshot again, then deletes a pack as big
-        as the project, and its syncs and the delete stalled a prompt's hooks by half a
-        second (a commit's fsync waits behind them); so it starts once no hook came for
-        RECOMPRESS_IDLE_S, or when the watcher stops."""
-        self.raw_packs_waiting = True
-
-    def _start_recompress(self) -> None:
-        self.raw_packs_waiting = False
-        from rewind.capture.working_copy import start_recompress
-        start_recompress(self.home)
 
     def _let_calls_in(self) -> None:
         """Between two of the first scan's catalog transactions: a call being served (an edit

@@ -244,3 +244,77 @@ def test_workers_never_import_the_scanned_project(tmp_path, monkeypatch):
     got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
     assert got.workers == 2
     same_as_sequential(root, tmp_path, got, store)
+
+
+def catalog_with_activity(home, ago_s: float) -> None:
+    """A store whose one project was last scanned `ago_s` seconds ago (negative: a clock
+    that jumped back), through the catalog's own code."""
+    import time
+    from rewind.catalog.db import Catalog
+    cat = Catalog(str(home))
+    try:
+        pid = cat.project_id(str(home / "p"), create=True)
+        with cat.transaction():
+            cat.db.execute("INSERT OR REPLACE INTO project_state(project_id, last_scan_ns) VALUES (?, ?)",
+                           (pid, time.time_ns() - int(ago_s * 1e9)))
+    finally:
+        cat.close()
+
+
+def test_the_background_recompression_waits_for_an_idle_store(tmp_path):
+    """The job (background.spawn_recompress) runs a pack only after no project of the
+    store was scanned for RECOMPRESS_IDLE_S; each wait is time going by (a fake sleep that
+    moves the last scan back), and a pack is done only once the store is idle again."""
+    from rewind.store import sweep
+    root = tree_of(tmp_path)
+    got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
+    before = contents(store)
+    catalog_with_activity(tmp_path / "fan", ago_s=3.0)
+    slept, raw_left = [], []
+
+    def sleep(s):                                 # time passes: the scan is `s` seconds older
+        slept.append(s)
+        raw_left.append(len([n for n in os.listdir(packs_dir(store)) if n.endswith(RAW_SUFFIX)]))
+        catalog_with_activity(tmp_path / "fan", ago_s=3.0 + sum(slept))
+
+    assert sweep.recompress(store.home, wait=True, sleep=sleep) == 2
+    assert slept and abs(slept[0] - (sweep.RECOMPRESS_IDLE_S - 3.0)) < 1.0   # until 15 s after the scan
+    assert raw_left[0] == 2                       # nothing rewritten while it waited
+    assert not [n for n in os.listdir(packs_dir(store)) if n.endswith(RAW_SUFFIX)]
+    assert contents(Store(store.home)) == before
+
+
+def test_waiting_for_idle_gives_up_on_a_clock_that_went_back(tmp_path):
+    """A last scan in the future (the clock jumped back) never looks idle: the wait ends
+    at its bound, in polls, not in one sleep of the jump's size. An idle store or none
+    waits nothing."""
+    from rewind.store import sweep
+    home = tmp_path / "home"
+    assert sweep.wait_for_idle(str(home), sleep=pytest.fail) < 0.5          # no catalog yet
+    catalog_with_activity(home, ago_s=60.0)
+    assert sweep.wait_for_idle(str(home), sleep=pytest.fail) < 0.5          # idle for a minute
+    catalog_with_activity(home, ago_s=-3600.0)
+    slept = []
+    waited = sweep.wait_for_idle(str(home), idle_s=15.0, max_wait_s=0.3,
+                                 sleep=lambda s: (slept.append(s), __import__("time").sleep(0.05)))
+    assert 0.3 <= waited < 2.0 and len(slept) > 1 and max(slept) <= sweep.IDLE_POLL_S
+
+
+def test_a_trickling_pack_writer_writes_the_same_pack(tmp_path):
+    """The background job's writer hands its writes to the disk as it goes: byte for byte
+    the pack a plain writer makes, every object readable."""
+    from rewind.store import pack as packmod
+    rng = random.Random(7)
+    bodies = {f"{i:064x}": bytes([1]) + rng.randbytes(rng.randrange(1, 3 << 20)) for i in range(12)}
+    made = []
+    for trickle in (False, True):
+        (tmp_path / "tmp").mkdir(exist_ok=True)
+        w = packmod.PackWriter(str(tmp_path / "tmp"), trickle=trickle)
+        for oid, body in bodies.items():
+            w.append(oid, body)
+        name = w.finish(str(tmp_path / f"packs{trickle}"), name="p.pack")
+        made.append((tmp_path / f"packs{trickle}" / name).read_bytes())
+        assert not trickle or w.advised >= packmod.TRICKLE_AT
+    assert made[0] == made[1]
+    p = Pack(str(tmp_path / "packsTrue" / "p.pack"))
+    assert {oid: p.read(off, n) for oid, off, n in p.entries()} == bodies

@@ -402,3 +402,43 @@ def test_speed_of_typical_rules(tmp_path):
     print(f"is_ignored: {elapsed / n * 1e6:.2f} us/call ({n} calls in {elapsed:.3f}s)")
     assert [rules.is_ignored(p, d) for p, d in paths] == [False, True, True, True, False, False,
                                                            False, True]
+
+
+def test_root_rules_are_kept_only_while_their_files_are_unchanged(tmp_path, monkeypatch):
+    """for_root's answer is kept for the next call (the watcher serves every hook with it),
+    and read again after any change: a rewrite of the same size, a rename over, a new
+    exclude file, .git appearing, another data directory."""
+    from rewind.capture import ignore
+    monkeypatch.setattr(ignore, "RACY_NS", 0)    # (the racy window: the next test)
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / ".gitignore").write_text("a.txt\n")
+    first = IgnoreRules.for_root(str(root))
+    assert IgnoreRules.for_root(str(root)) is first          # kept
+    assert first.is_ignored("a.txt", False) and not first.is_ignored("b.txt", False)
+    (root / ".gitignore").write_text("b.txt\n")              # same size, same inode
+    now = IgnoreRules.for_root(str(root))
+    assert now.is_ignored("b.txt", False) and not now.is_ignored("a.txt", False)
+    (root / "new").write_text("c.txt\n")
+    os.replace(root / "new", root / ".gitignore")            # renamed over
+    assert IgnoreRules.for_root(str(root)).is_ignored("c.txt", False)
+    (root / ".rewindignore").write_text("d.txt\n")
+    assert IgnoreRules.for_root(str(root)).is_ignored("d.txt", False)
+    (root / ".git" / "info").mkdir(parents=True)             # .git appears, with an exclude
+    (root / ".git" / "info" / "exclude").write_text("e.txt\n")
+    assert IgnoreRules.for_root(str(root)).is_ignored("e.txt", False)
+    (root / "store").mkdir()
+    monkeypatch.setenv("REWIND_HOME", str(root / "store"))   # rewind's own dir, now inside
+    assert IgnoreRules.for_root(str(root)).is_ignored("store", True)
+
+
+def test_root_rules_changed_just_now_are_read_every_time(tmp_path):
+    """A file changed within the racy window is never kept: on a filesystem counting whole
+    seconds a second rewrite of the same size would look unchanged."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / ".gitignore").write_text("a.txt\n")
+    assert IgnoreRules.for_root(str(root)) is not IgnoreRules.for_root(str(root))
+    old = time.time() - 10
+    os.utime(root / ".gitignore", (old, old))                # (the ctime stays now)
+    assert IgnoreRules.for_root(str(root)) is not IgnoreRules.for_root(str(root))
