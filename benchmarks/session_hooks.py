@@ -24,7 +24,8 @@ watcher (REWIND_WATCH=1) and without (REWIND_WATCH=0). Every configuration has i
 of the project, its own REWIND_HOME under a temporary directory, and its own mock; they
 advance prompt by prompt in turn, in a rotating order, so a slow moment of the machine falls
 on all of them. Unless `--cold`, each store holds the tree before the session (`rewind
-save`): the figures are a working session's, not the first snapshot's. Every install runs
+save`): the figures are a working session's, not the first snapshot's; the disk is synced
+once every configuration is ready, so no session starts under another's copy. Every install runs
 from byte code, compiled up front into the work directory (PYTHONPYCACHEPREFIX), as a
 pip-installed one runs from its own; no checkout gets a __pycache__.
 
@@ -423,6 +424,9 @@ def run_mode(mode: str, installs: list[Install], watches: list[bool], args, work
                 cfg.rewind("save", "-m", "before the session")
             cfg.mock, port = rs.start_server(str(scen_path), str(cfg.project), str(cfg.out))
             cfg.env = claude_env(cfg, f"http://127.0.0.1:{port}")
+        # the copies' and the saves' writeback (GBs for a 100,000-file tree) is no session's:
+        # the first configuration's first hooks would otherwise run under all of it
+        os.sync()
         for k, prompt in enumerate(prompts):
             for j in range(len(configs)):
                 cfg = configs[(j + k) % len(configs)]
