@@ -1,5 +1,5 @@
-"""A SessionStart with no watcher to serve it returns before its work (hooks/client.py): a
-detached child registers the session and starts the watcher. Real console script, real
+"""A SessionStart returns before its work (hooks/client.py): a detached child has the
+watcher serve it, or, with no watcher, registers the session and starts the watcher. Real console script, real
 catalog, real watcher; the catalog's write lock, held by the test, shows the order."""
 
 from __future__ import annotations
@@ -72,6 +72,33 @@ def test_session_start_returns_before_its_work_which_a_child_then_does(project_d
     _hook(payload("UserPromptSubmit", root, session="s-detached"), root)
     out = subprocess.run([*REWIND, "list", "--json"], cwd=root, capture_output=True, text=True, check=True)
     assert len(json.loads(out.stdout)) == 1
+
+
+def test_a_served_session_start_returns_before_its_work_too(project_dir):
+    """With a watcher serving the project, the SessionStart of the next session (resume
+    mode: a session per prompt) is handed to it by the child: the hook is back while the
+    watcher still waits for the catalog, and the session is then registered, served."""
+    from test_served import counts, serving
+    root = project_dir.resolve()
+    write(root, "a.txt", "a\n")
+    _hook(payload("SessionStart", root, session="s-first"), root)
+    wait_ready(root)
+    serving(root)
+    _until(lambda: _session("s-first"))
+    served_before, alone_before = counts(root)
+    held = sqlite3.connect(os.path.join(os.environ["REWIND_HOME"], CATALOG_NAME), isolation_level=None)
+    held.execute("BEGIN IMMEDIATE")
+    try:
+        began = time.monotonic()
+        _hook(payload("SessionStart", root, session="s-next"), root)
+        assert time.monotonic() - began < 10          # (served in its time, it waits for the lock)
+        time.sleep(0.5)
+        assert _session("s-next") is None
+    finally:
+        held.rollback()
+        held.close()
+    assert _until(lambda: _session("s-next"))[0] == "startup"
+    assert counts(root, served=served_before + 1) == (served_before + 1, alone_before)
 
 
 def test_a_session_start_after_its_first_prompt_still_gives_the_session_its_source(project_dir):
