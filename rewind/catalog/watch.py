@@ -88,6 +88,13 @@ class WatchMixin:
             " coalesce((SELECT max(opened_ns) FROM windows WHERE project_id=?), 0))",
             (project_id, project_id)).fetchone()[0]
 
+    def last_activity_anywhere(self) -> int:
+        """When any project of the store last saw a scan or a tool window open (0: never):
+        the raw packs' recompression waits for a quiet store (store/sweep.wait_for_idle)."""
+        return self.db.execute(
+            "SELECT max(coalesce((SELECT max(last_scan_ns) FROM project_state), 0),"
+            " coalesce((SELECT max(opened_ns) FROM windows), 0))").fetchone()[0]
+
     # -- the hooks, served or on their own (watch/serve.py) ------------------------------
     _COUNT = ("INSERT INTO hook_counts(project_id, served, standalone, fallback, fallback_ns) VALUES (?,?,?,?,?) "
               "ON CONFLICT(project_id) DO UPDATE SET served=served+excluded.served, "

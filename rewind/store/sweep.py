@@ -338,20 +338,18 @@ def _recompress_one(home: str, path: str, final: str, trickle: bool = False) -> 
 
 def last_activity(home: str) -> int | None:
     """When a project of this store was last scanned or opened a tool window (wall ns; 0:
-    never), from the catalog; None when it cannot be read."""
-    import sqlite3
+    never, or no catalog), from the catalog; None when it cannot be read."""
     from rewind.constants import CATALOG_NAME
-    path = os.path.join(home, CATALOG_NAME)
-    if not os.path.exists(path):
-        return 0
+    if not os.path.exists(os.path.join(home, CATALOG_NAME)):
+        return 0                       # (and none is made: the home may be on its way out)
     try:
-        db = sqlite3.connect(path, timeout=5.0)
+        from rewind.catalog.db import Catalog
+        cat = Catalog(home)
         try:
-            return db.execute("SELECT max(coalesce((SELECT max(last_scan_ns) FROM project_state), 0), "
-                              "coalesce((SELECT max(opened_ns) FROM windows), 0))").fetchone()[0]
+            return cat.last_activity_anywhere()
         finally:
-            db.close()
-    except sqlite3.Error:
+            cat.close()
+    except Exception:                  # a damaged or newer catalog, a busy one: not known
         return None
 
 
