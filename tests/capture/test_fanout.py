@@ -85,7 +85,8 @@ def test_workers_record_what_the_sequential_scan_records(tmp_path):
     flat = got.trees[got.trees[got.root]["flat"].oid]
     assert len(flat) == 300 - 100 + 1        # f100-f199 ignored by its own .gitignore
     # each worker made its pack durable under objects/pack, named raw; nothing is left in tmp/
-    assert len(got.raw_packs) == 2 and set(got.raw_packs) <= set(os.listdir(packs_dir(store)))
+    # (a worker that started late on a busy machine may have found every share taken)
+    assert 1 <= len(got.raw_packs) <= 2 and set(got.raw_packs) <= set(os.listdir(packs_dir(store)))
     assert not [n for n in os.listdir(store.tmp) if n.startswith("pack.")]
     # read back by a process that did not write it
     fresh = Store(store.home)
@@ -184,7 +185,7 @@ def test_raw_packs_are_rewritten_compressed_with_every_object(tmp_path):
     before, size = contents(store), pack_bytes(store)
     merge_packs(store.home)                      # a hook's merge of small packs leaves them be
     assert set(got.raw_packs) <= set(os.listdir(packs_dir(store)))
-    assert recompress(store.home) == 2
+    assert recompress(store.home) == len(got.raw_packs)
     names = os.listdir(packs_dir(store))
     assert not [n for n in names if n.endswith(RAW_SUFFIX)] and names
     assert contents(Store(store.home)) == before
@@ -206,7 +207,7 @@ def test_a_damaged_body_in_a_raw_pack_stays_damaged(tmp_path):
         byte = f.read(1)
         f.seek(off + 50)
         f.write(bytes([byte[0] ^ 0xFF]))
-    assert recompress(store.home) == 2
+    assert recompress(store.home) == len(got.raw_packs)
     fresh = Store(store.home)
     with pytest.raises(CorruptObject):
         fresh.get(oid)
@@ -227,7 +228,7 @@ def test_a_recompress_killed_after_its_new_pack_makes_no_second_copy(tmp_path):
     _recompress_one(store.home, os.path.join(packs_dir(store), raw), final)   # ...and killed here
     names = set(os.listdir(packs_dir(store)))
     assert {raw, final} <= names
-    assert recompress(store.home) == 2
+    assert recompress(store.home) == len(got.raw_packs)
     after = set(os.listdir(packs_dir(store)))
     assert len(after) == len(names) - 1 and raw not in after and final in after
     assert contents(Store(store.home)) == before
@@ -277,9 +278,9 @@ def test_the_background_recompression_waits_for_an_idle_store(tmp_path):
         raw_left.append(len([n for n in os.listdir(packs_dir(store)) if n.endswith(RAW_SUFFIX)]))
         catalog_with_activity(tmp_path / "fan", ago_s=3.0 + sum(slept))
 
-    assert sweep.recompress(store.home, wait=True, sleep=sleep) == 2
+    assert sweep.recompress(store.home, wait=True, sleep=sleep) == len(got.raw_packs)
     assert slept and abs(slept[0] - (sweep.RECOMPRESS_IDLE_S - 3.0)) < 1.0   # until 15 s after the scan
-    assert raw_left[0] == 2                       # nothing rewritten while it waited
+    assert raw_left[0] == len(got.raw_packs)      # nothing rewritten while it waited
     assert not [n for n in os.listdir(packs_dir(store)) if n.endswith(RAW_SUFFIX)]
     assert contents(Store(store.home)) == before
 
