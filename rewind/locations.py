@@ -10,6 +10,10 @@ import os
 import sys
 
 APP = "rewind"
+# the environment the directories below are read from (ignore.IgnoreRules.for_root keeps
+# its rules while these stay as they were): keep it with the functions
+ENV_READ = ("REWIND_HOME", "REWIND_CONFIG_HOME", "REWIND_TESTING", "XDG_DATA_HOME", "XDG_CONFIG_HOME",
+            "XDG_STATE_HOME", "HOME")
 
 
 def data_dir() -> str:

@@ -279,8 +279,6 @@ def exclude_signature(root: str) -> list | None:
 # for_root's last answer per root: a watcher serving hooks reads the same rules each call,
 # ~0.2 ms of compiling (0.3-0.5 ms with the watcher's threads around)
 _ROOT_RULES: dict[str, tuple] = {}
-_RULES_ENV = ("REWIND_HOME", "REWIND_CONFIG_HOME", "REWIND_TESTING", "XDG_DATA_HOME", "XDG_CONFIG_HOME",
-              "XDG_STATE_HOME", "HOME")   # what locations.own_dirs_in reads
 RACY_NS = 2 * 10**9                       # a file changed this recently may change again unseen
 
 
@@ -290,7 +288,8 @@ def _root_key(root: str) -> tuple | None:
     the root's ignore files.
     None (not to be kept) when one changed within RACY_NS of now: a rewrite of the same size
     within a coarse filesystem's time step would look the same (git's racy rule)."""
-    key = [os.environ.get(k) for k in _RULES_ENV]
+    from rewind.locations import ENV_READ
+    key = [os.environ.get(k) for k in ENV_READ]
     key.append(os.path.isdir(os.path.join(root, ".git")))
     now = time.time_ns()
     for rel, follow in ((".git/info/exclude", True), (".gitignore", False), (".rewindignore", False)):

@@ -81,19 +81,14 @@ class WatchMixin:
         self.db.execute("UPDATE watchers SET stopped_ns=?, stop_reason=? WHERE "
                         "project_id=? AND pid=?", (stopped_ns, reason, project_id, pid))
 
-    def last_activity(self, project_id: int) -> int:
-        """When the project last saw a scan or a tool window open (0: never)."""
+    def last_activity(self, project_id: int | None = None) -> int:
+        """When the project (None: any project of the store, which the raw packs'
+        recompression waits to be quiet: store/sweep.wait_for_idle) last saw a scan or a
+        tool window open (0: never)."""
+        where, args = ("WHERE project_id=?", (project_id, project_id)) if project_id is not None else ("", ())
         return self.db.execute(
-            "SELECT max(coalesce((SELECT last_scan_ns FROM project_state WHERE project_id=?), 0),"
-            " coalesce((SELECT max(opened_ns) FROM windows WHERE project_id=?), 0))",
-            (project_id, project_id)).fetchone()[0]
-
-    def last_activity_anywhere(self) -> int:
-        """When any project of the store last saw a scan or a tool window open (0: never):
-        the raw packs' recompression waits for a quiet store (store/sweep.wait_for_idle)."""
-        return self.db.execute(
-            "SELECT max(coalesce((SELECT max(last_scan_ns) FROM project_state), 0),"
-            " coalesce((SELECT max(opened_ns) FROM windows), 0))").fetchone()[0]
+            f"SELECT max(coalesce((SELECT max(last_scan_ns) FROM project_state {where}), 0),"
+            f" coalesce((SELECT max(opened_ns) FROM windows {where}), 0))", args).fetchone()[0]
 
     # -- the hooks, served or on their own (watch/serve.py) ------------------------------
     _COUNT = ("INSERT INTO hook_counts(project_id, served, standalone, fallback, fallback_ns) VALUES (?,?,?,?,?) "

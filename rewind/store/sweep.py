@@ -336,7 +336,7 @@ def _recompress_one(home: str, path: str, final: str, trickle: bool = False) -> 
         pack.mm.close()
 
 
-def last_activity(home: str) -> int | None:
+def _last_activity(home: str) -> int | None:
     """When a project of this store was last scanned or opened a tool window (wall ns; 0:
     never, or no catalog), from the catalog; None when it cannot be read."""
     from rewind.constants import CATALOG_NAME
@@ -346,7 +346,7 @@ def last_activity(home: str) -> int | None:
         from rewind.catalog.db import Catalog
         cat = Catalog(home)
         try:
-            return cat.last_activity_anywhere()
+            return cat.last_activity()
         finally:
             cat.close()
     except Exception:                  # a damaged or newer catalog, a busy one: not known
@@ -363,7 +363,7 @@ def wait_for_idle(home: str, idle_s: float = RECOMPRESS_IDLE_S, max_wait_s: floa
     sleep = sleep or time.sleep
     began = time.monotonic()
     while True:
-        last = last_activity(home)
+        last = _last_activity(home)
         if last is None:
             break
         quiet = (clock.wall_ns() - last) / 1e9
