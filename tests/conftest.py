@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+AGENT_MARKERS = {"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "GEMINI_CLI", "COPILOT_CLI", "CODEX_SANDBOX",
+                 "CODEX_MANAGED_BY_NPM", "QWEN_CODE", "CURSOR_AGENT", "OPENCODE", "CLINE_ACTIVE"}
 
 @pytest.fixture(autouse=True)
 def _isolate(tmp_path_factory, monkeypatch):
@@ -26,6 +28,12 @@ def _isolate(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
     for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "NO_COLOR", "CLAUDE_PROJECT_DIR"):
         monkeypatch.delenv(var, raising=False)
+    # The agents' own markers: a suite run from inside an agent's shell must not look like
+    # one to rewind's history protection (tests that want them set them).
+    for var in list(os.environ):
+        if var in AGENT_MARKERS or (var.startswith(("CODEX_", "QWEN_", "GEMINI_CLI", "COPILOT_"))
+                                    and not var.endswith("_BIN")):
+            monkeypatch.delenv(var, raising=False)
     for who in ("AUTHOR", "COMMITTER"):
         monkeypatch.setenv(f"GIT_{who}_NAME", "Test")
         monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@example.com")
