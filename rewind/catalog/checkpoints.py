@@ -127,11 +127,12 @@ class CheckpointsMixin:
         return ChangeRow(**values)
 
     def change_paths(self, project_ids: list[int]):
-        """(project_id, number, path) of every stored change of these projects."""
+        """(project_id, number, path, flags) of every stored change of these projects."""
         placeholders = ",".join("?" * len(project_ids)) or "NULL"
-        for pid, number, path in self.db.execute(
-                f"SELECT project_id, number, path FROM changes WHERE project_id IN ({placeholders})", project_ids):
-            yield pid, number, os.fsdecode(path)
+        for pid, number, path, flags in self.db.execute(
+                f"SELECT project_id, number, path, flags FROM changes WHERE project_id IN ({placeholders})",
+                project_ids):
+            yield pid, number, os.fsdecode(path), [f for f in (flags or "").split(",") if f]
 
     # -- restores ----------------------------------------------------------------------
     def insert_restore(self, project_id: int, target: int, safety: int, is_undo: bool,
@@ -160,9 +161,11 @@ class CheckpointsMixin:
 
     # -- retention -----------------------------------------------------------------------
     def retention_rows(self, project_id: int) -> list[tuple]:
-        """(number, created_ns, kind, restore_target, hidden_ns, hidden_why) of every
-        checkpoint, hidden ones too, newest first."""
-        return self.db.execute("SELECT number, created_ns, kind, restore_target, hidden_ns, hidden_why "
+        """(number, created_ns, kind, restore_target, hidden_ns, hidden_why, by_agent) of
+        every checkpoint, hidden ones too, newest first. `by_agent`: a save run from an
+        agent's tool (cli/cmd_save.py)."""
+        return self.db.execute("SELECT number, created_ns, kind, restore_target, hidden_ns, hidden_why, "
+                               "coalesce(json_extract(stats, '$.by_agent'), 0) "
                                "FROM checkpoints WHERE project_id=? ORDER BY number DESC", (project_id,)).fetchall()
 
     def drop_checkpoints(self, project_id: int, numbers: list[int]) -> None:

@@ -61,8 +61,8 @@ def unified(project, path: str, old: Entry | None, new: Entry | None, new_on_dis
         return head + f"Binary files differ ({len(a)} -> {len(b)} bytes)\n", 0, 0
     if old and new and old.oid == new.oid and old.mode != new.mode:
         return head + f"mode {old.mode:o} -> {new.mode:o}\n", 0, 0
-    body = list(difflib.unified_diff(ta, tb, f"a/{label}" if old else "/dev/null",
-                                     f"b/{label}" if new else "/dev/null", n=3))
+    body = list(difflib.unified_diff(ta, tb, render.display_path(path, "a/") if old else "/dev/null",
+                                     render.display_path(path, "b/") if new else "/dev/null", n=3))
     added = sum(1 for line in body if line.startswith("+") and not line.startswith("+++"))
     removed = sum(1 for line in body if line.startswith("-") and not line.startswith("---"))
     text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in body)

@@ -131,10 +131,34 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
-def display_path(path: str) -> str:
-    """A path as a person should see it: invalid bytes escaped, control characters visible."""
-    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r",
+              '"': '\\"', "\\": "\\\\"}
+
+
+def display_path(path: str, prefix: str = "") -> str:
+    """`prefix + path` as a person should see it, quoted as git quotes a path (with
+    core.quotePath off): as it is when every character is printable and none is `"` or
+    `\\`; else in double quotes with C escapes (\\n, \\t, \\", \\\\) and the bytes of any
+    other unprintable character, or of bytes that are not UTF-8, in octal (\\033, \\377).
+    So no two paths print alike (a newline shows as "a\\nb", a backslash and an n as
+    "a\\\\nb"), a control character never reaches the terminal, and git's C unquoting reads
+    either back to the exact name."""
+    text = prefix + path
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return text
+    out = []
+    for ch in text:
+        if ch in _C_ESCAPES:
+            out.append(_C_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            try:
+                raw = ch.encode("utf-8", "surrogateescape")        # a byte that was not UTF-8
+            except UnicodeEncodeError:
+                raw = ch.encode("utf-8", "surrogatepass")
+            out.extend(f"\\{b:03o}" for b in raw)
+    return '"' + "".join(out) + '"'
 
 
 def progress(label: str):

@@ -7,16 +7,30 @@ it tolerantly: the cut is the first `user` entry that carries the checkpoint's `
 (Claude Code >= 2.1.196) or, failing that, its prompt text; every kept entry gets the new
 `sessionId`; lines that do not parse are kept as they are. When the prompt cannot be found
 it says so rather than guess.
+
+Kept lines are copied byte for byte, and the one edit a line needs (its top-level
+`sessionId` value) is made in its bytes: re-serializing would change what Claude Code
+wrote (Node writes a cut emoji as the escape `\\ud83d`, which Python decodes to a lone
+surrogate that UTF-8 cannot encode; number and escape spellings differ too), and raw bytes
+that are not UTF-8 stay as they were.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 
 from rewind.errors import ConversationUnavailable
 from rewind.model import Checkpoint
+from rewind.text import unbroken
+
+# a JSON string (escapes included) or a bracket: enough to know each key's depth, in C speed
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_TOKEN = re.compile(_STRING + rb'|[\[\]{}]', re.S)
+_COLON = re.compile(rb'\s*:\s*')
+_SCALAR = re.compile(_STRING + rb'|[^\s,}\]]+', re.S)
 
 
 def _text(entry: dict) -> str | None:
@@ -43,9 +57,38 @@ def _find_cut(entries: list, cp: Checkpoint) -> int | None:
             if text is None:
                 continue
             if (by_id and e.get("promptId") == cp.prompt_id) or \
-                    (not by_id and cp.message is not None and text.strip() == cp.message.strip()):
+                    (not by_id and cp.message is not None and unbroken(text).strip() == cp.message.strip()):
                 return i
     return None
+
+
+def _with_session(raw: bytes, new_id: str) -> bytes | None:
+    """The line with its top-level "sessionId" value replaced, every other byte as it was;
+    None when the key is not spelled plainly at the top level."""
+    depth = 0
+    for m in _TOKEN.finditer(raw):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and tok == b'"sessionId"':
+            colon = _COLON.match(raw, m.end())
+            value = _SCALAR.match(raw, colon.end()) if colon else None
+            if value is not None:
+                return raw[:value.start()] + json.dumps(new_id).encode() + raw[value.end():]
+    return None
+
+
+def _parse(line: bytes):
+    """A line's entry; None when it is not JSON. Bytes that are not UTF-8 parse as
+    surrogate escapes (the line itself is never re-encoded)."""
+    if not line.strip():
+        return None
+    try:
+        return json.loads(line.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        return None
 
 
 def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
@@ -62,12 +105,7 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
     except OSError as e:
         raise ConversationUnavailable(f"cannot read the session's transcript {path} ({e.strerror})",
                                       hint="Claude Code may have cleaned it up") from None
-    entries: list = []
-    for line in raw_lines:
-        try:
-            entries.append(json.loads(line) if line.strip() else None)
-        except ValueError:
-            entries.append(None)
+    entries = [_parse(line) for line in raw_lines]
     cut = _find_cut(entries, cp)
     if cut is None:
         raise ConversationUnavailable(f"checkpoint {cp.number}'s prompt is not in {path}; the transcript format "
@@ -80,10 +118,12 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
     new_id = str(uuid.uuid4())
     out = []
     for raw, e in zip(raw_lines[:cut], entries[:cut]):
-        if isinstance(e, dict):
-            if "sessionId" in e:
-                e = dict(e, sessionId=new_id)
-            out.append(json.dumps(e, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        if isinstance(e, dict) and "sessionId" in e:
+            line = _with_session(raw, new_id)
+            # a key spelled with escapes (never seen): the entry again, every character that
+            # is not ASCII escaped, so a lone surrogate stays the escape it was
+            out.append(line if line is not None else
+                       json.dumps(dict(e, sessionId=new_id), separators=(",", ":")).encode("ascii"))
         elif raw.strip():
             out.append(raw)
     target = os.path.join(os.path.dirname(path), new_id + ".jsonl")

@@ -23,7 +23,16 @@ class Report:
         return not self.problems
 
 
-def _bad_path(path: str) -> bool:
+def _bad_path(path: str, flags: list[str]) -> bool:
+    """A change row's path must be what the recorder writes. An edit tool's write outside
+    the project (flag `outside`) is listed under its absolute path, never stored and never
+    written back by a restore, so it is expected; it may even lie under the root when a
+    symlink there led outside. Any other row claims a place inside the tree: relative, with
+    no `..`. A relative path flagged `outside`, or an absolute one not so flagged, is
+    damage."""
+    if "outside" in flags:
+        return not path.startswith("/") or "\0" in path or \
+            any(part in ("", ".", "..") for part in path[1:].split("/"))
     return (not path or path.startswith("/") or "\0" in path
             or any(part in ("", ".", "..") for part in path.split("/")))
 
@@ -93,10 +102,11 @@ def verify(catalog: Catalog, store: Store, project_ids: list[int] | None = None,
     for name, why in sorted(store.damaged_packs.items()):
         report.problems.append({"pack": name, "problem": f"cannot be read ({why}): the objects it held "
                                                          "are missing unless stored elsewhere"})
-    for pid, number, p in catalog.change_paths(pids):
-        if _bad_path(p):
-            report.problems.append({"checkpoint": number,
-                                    "problem": f"change row with a path outside the project: {p!r}"})
+    for pid, number, p, flags in catalog.change_paths(pids):
+        if _bad_path(p, flags):
+            what = "flagged outside whose path is not a clean absolute one" if "outside" in flags else \
+                "with a path outside the project"
+            report.problems.append({"checkpoint": number, "problem": f"change row {what}: {p!r}"})
     return report
 
 

@@ -121,7 +121,7 @@ def test_next_number_quick_check_and_change_paths(cat, pid):
     from rewind.model import ChangeRow
     with cat.transaction():
         cat.insert_changes(pid, 1, [ChangeRow("d/é.txt", "added", None, "file", None, 0o644, None, "ab", None, 2)])
-    assert list(cat.change_paths([pid])) == [(pid, 1, "d/é.txt")]
+    assert list(cat.change_paths([pid])) == [(pid, 1, "d/é.txt", [])]
     assert list(cat.change_paths([])) == []
 
 

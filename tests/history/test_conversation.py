@@ -1,5 +1,7 @@
-"""The conversation fork's refusals, on transcripts it cannot use (the real format is
-exercised end to end with Claude Code in test_e2e_claude.py)."""
+"""The conversation fork: its refusals, on transcripts it cannot use; the lines it keeps,
+copied byte for byte (a cut emoji as Node writes it, bytes that are not UTF-8); and the real
+Claude Code resuming such a fork (the plain real format is exercised end to end in
+test_e2e_claude.py)."""
 
 from __future__ import annotations
 
@@ -56,3 +58,169 @@ def test_refusals_are_clear(tmp_path, case, message):
         c = cp(tmp_path, [], agent="gemini")
     with pytest.raises(RewindError, match=message):
         fork(c)
+
+
+# -- lines the fork keeps are Claude Code's bytes ------------------------------------------
+
+SID, P1, P2 = "5b1d6a0e-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000001", \
+    "00000000-0000-4000-8000-000000000002"
+
+
+def _entry(kind: str, sid: str, extra: str) -> bytes:
+    """A transcript line as Node's JSON.stringify writes one (no spaces, raw UTF-8)."""
+    return (b'{"parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/p","sessionId":"'
+            + sid.encode() + b'","version":"2.1.197","type":"' + kind.encode() + b'",' + extra + b'}')
+
+
+def transcript_lines(sid: str = SID) -> list[bytes]:
+    """Two prompts; before the second: a cut emoji (the escape Node writes for a lone
+    surrogate), raw bytes that are not UTF-8, non-ASCII, number and escape spellings that
+    Python would write differently, and a nested sessionId that is not the entry's."""
+    return [
+        _entry("user", sid, b'"promptId":"' + P1.encode() + b'","message":{"role":"user","content":"first \xc3\xa9t\xc3\xa9"}'),
+        _entry("assistant", sid, b'"message":{"content":[{"type":"text","text":"cut emoji: \\ud83d and \\ud83d\\ude00 '
+                                 b'\\u00e9 \\/ \\u001b"}],"usage":{"cost":1.0,"big":1e21,"tiny":5E-7}}'),
+        _entry("user", sid, b'"message":{"content":[{"type":"tool_result","content":"bytes \xff\xfe \xed\xa0\xbd"}]},'
+                            b'"toolUseResult":{"sessionId":"another-session","stdout":"\xc3("}'),
+        b'this line is not JSON \xff',
+        _entry("user", sid, b'"promptId":"' + P2.encode() + b'","message":{"role":"user","content":"second"}'),
+        _entry("assistant", sid, b'"message":{"content":[{"type":"text","text":"after the cut"}]}'),
+    ]
+
+
+def expected_fork(lines: list[bytes], new_id: str, sid: str = SID) -> list[bytes]:
+    """The kept lines with the entry's own sessionId value replaced and nothing else."""
+    old = b'"sessionId":"' + sid.encode() + b'"'
+    out = []
+    for line in lines[:4]:
+        assert line.count(old) <= 1
+        out.append(line.replace(old, b'"sessionId":"' + new_id.encode() + b'"'))
+    return out
+
+
+def test_kept_lines_are_copied_byte_for_byte_surrogates_and_invalid_utf8_included(tmp_path):
+    lines = transcript_lines()
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    base = dict(project_id=1, number=2, kind="prompt", created_at="", created_ns=0, tree="", agent="claude",
+                session_id=SID, prompt_id=P2, transcript_path=str(path), message="second")
+    new_id, out = fork(Checkpoint(**base))
+    got = open(out, "rb").read()
+    assert got.split(b"\n") == expected_fork(lines, new_id) + [b""]
+    assert b"another-session" in got                        # a nested sessionId is not the entry's
+    # by prompt text too (no prompt id), a prompt that holds the cut emoji
+    lines[4] = lines[4].replace(b'"content":"second"', b'"content":"second \\ud83d"').replace(P2.encode(), b"x")
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    new_id, out = fork(Checkpoint(**{**base, "prompt_id": None, "message": "second \\ud83d"}))   # as stored
+    assert open(out, "rb").read().split(b"\n") == expected_fork(lines, new_id) + [b""]
+
+
+@pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
+def test_rewind_to_conversation_only_forks_such_a_transcript_from_a_real_hook_session(tmp_path, watch):
+    import os
+    import subprocess
+
+    from helpers import REWIND, run_rewind, write
+    from rewind.cli.replay import bundled_session, fill
+
+    proj = tmp_path / "proj"
+    write(proj, "a.txt", "alpha\n")
+    cfg = tmp_path / "cfg"
+    env = dict(os.environ, CLAUDE_PROJECT_DIR=str(proj), REWIND_WATCH=watch)
+    prompts = 0
+    for p in bundled_session():
+        if p["hook_event_name"] not in ("SessionStart", "UserPromptSubmit") or prompts == 2:
+            continue
+        p = fill(p, str(proj), SID, str(cfg))
+        if p["hook_event_name"] == "UserPromptSubmit":
+            prompts += 1
+            if prompts == 1:       # the transcript Claude Code writes as the session goes
+                transcript = p["transcript_path"]
+                os.makedirs(os.path.dirname(transcript), exist_ok=True)
+        r = subprocess.run([*REWIND, "hook", "claude"], input=json.dumps(p), env=env, cwd=proj,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout == "", r
+    shown = json.loads(run_rewind("show", "2", "--json", cwd=proj, check=0).stdout)
+    assert shown["agent"] == "claude" and shown["session_id"] == SID
+    lines = transcript_lines()
+    with open(transcript, "wb") as f:
+        f.write(b"\n".join(lines) + b"\n")
+    before = open(transcript, "rb").read()
+    r = run_rewind("to", "2", "--conversation-only", "--yes", cwd=proj, env={"REWIND_WATCH": watch})
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    new_id = r.stdout.split("claude --resume ")[1].split()[0]
+    forked = os.path.join(os.path.dirname(transcript), new_id + ".jsonl")
+    assert open(forked, "rb").read().split(b"\n") == expected_fork(lines, new_id) + [b""]
+    assert open(transcript, "rb").read() == before           # the original is never modified
+    assert (proj / "a.txt").read_text() == "alpha\n"         # and the files are left alone
+
+
+# -- and the real Claude Code resumes such a fork --------------------------------------------
+
+@pytest.mark.e2e
+def test_real_claude_resumes_a_fork_of_a_transcript_with_a_cut_emoji(tmp_path):
+    """The real CLI (2.1.197, shared/realclient) writes the transcript; a cut emoji is put
+    into one of its assistant lines as Node writes one; `rewind to 2 --conversation-only`
+    forks it byte for byte and `claude --resume` continues it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from helpers import REWIND, run_rewind
+
+    harness = Path(__file__).resolve().parents[3] / "shared" / "realclient"
+    claude = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
+    if not claude or not harness.exists():
+        pytest.skip("needs Claude Code (CLAUDE_BIN) and ../shared/realclient")
+    proj = tmp_path / "proj"
+    r = subprocess.run([sys.executable, str(harness / "run_session.py"), "--claude", claude, "--project-dir", str(proj),
+                        "--fresh", "--scenario", str(harness / "scenario.json"), "--mode", "resume",
+                        "--hook-command", " ".join(REWIND) + " hook claude",
+                        "--events", "SessionStart,UserPromptSubmit,PreToolUse,PostToolUse,Stop,SessionEnd"],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, IS_SANDBOX="1"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    [transcript] = (tmp_path / "proj.realclient-out" / "claude-config" / "projects").rglob("*.jsonl")
+    data = transcript.read_bytes()
+    assert data.count(b"I'll create the files.") == 1
+    transcript.write_bytes(data.replace(b"I'll create the files.", b"I'll create the files. \\ud83d"))
+    lines = transcript.read_bytes().split(b"\n")
+    sid = transcript.stem
+    out = run_rewind("to", "2", "--conversation-only", "--yes", cwd=proj, check=0).stdout
+    new_id = out.split("claude --resume ")[1].split()[0]
+    forked = (transcript.parent / f"{new_id}.jsonl").read_bytes().split(b"\n")
+    old, new = f'"sessionId":"{sid}"'.encode(), f'"sessionId":"{new_id}"'.encode()
+    assert forked[-1] == b"" and len(forked) > 2
+    for got in forked[:-1]:                       # each kept line is an original one, as it was
+        assert got.replace(new, old) in lines and got.count(new) <= 1, got
+    assert any(b"\\ud83d" in got for got in forked)
+    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
+    scenario = tmp_path / "cont.json"
+    scenario.write_text(json.dumps({"prompts": [{"prompt": "What did we do so far?",
+                                                 "turns": [{"text": "We made the app skeleton."}]}]}))
+    mock = subprocess.Popen([sys.executable, str(harness / "mock_anthropic.py"), "--scenario", str(scenario),
+                             "--project-dir", str(proj), "--port", "0", "--port-file", str(port_file),
+                             "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+        env.update(CLAUDE_CONFIG_DIR=str(transcript.parents[2]), IS_SANDBOX="1",
+                   ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port_file.read_text().strip()}",
+                   ANTHROPIC_API_KEY="sk-ant-mock", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+        r = subprocess.run([claude, "-p", "--output-format", "json", "--dangerously-skip-permissions",
+                            "--resume", new_id, "What did we do so far?"], cwd=proj, env=env,
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert json.loads(r.stdout.strip().splitlines()[-1])["session_id"] == new_id
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    asked = [json.dumps(s["body"]["messages"]) for s in sent if s.get("method") == "POST" and "body" in s]
+    asked = [b for b in asked if "What did we do so far?" in b]
+    assert asked and "Create the app skeleton" in asked[-1] and "I'll create the files." in asked[-1]
+    assert "Bump the level" not in asked[-1]
