@@ -29,17 +29,14 @@ def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
         root = os.path.realpath(project_dir or os.getcwd())
         findings.append(finding("warn", f"no checkpoints yet for {root}",
                                 "the next prompt to an agent with rewind's hooks takes one; `rewind save` takes one now"))
-    except Exception as e:           # a damaged catalog: the rest is still worth checking
-        from rewind.cli.explain import catalog_error
-        damaged = catalog_error(e)
-        if damaged is None:
+    except Exception as e:           # a full disk or a damaged catalog: the rest is still worth checking
+        from rewind.cli.explain import catalog_trouble
+        trouble = catalog_trouble(e)
+        if trouble is None:
             raise
         project = None
         root = os.path.realpath(project_dir or os.getcwd())
-        findings.append(finding("fail", damaged,
-                                "move the catalog aside (`mv catalog.sqlite catalog.sqlite.damaged` in the data "
-                                "directory, with its -wal and -shm files): rewind starts a new one; then "
-                                "`rewind save`"))
+        findings.append(finding("fail", trouble[1], trouble[2]))
     if project is not None:
         root = project.root
         try:

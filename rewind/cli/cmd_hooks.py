@@ -84,6 +84,11 @@ def register(app: typer.Typer) -> None:
         command = installer.install(path, agent, mod.HOOK_EVENTS, flat=getattr(mod, "FLAT", False),
                                     top=getattr(mod, "TOP", None))
         notes = mod.after_install(path, scope) if hasattr(mod, "after_install") else []
+        from rewind import locations
+        from rewind.fsutil import ensure_private_dir
+        from rewind.hooks import reserve
+        ensure_private_dir(locations.data_dir())
+        reserve.ensure(locations.data_dir())    # the hooks' room for a full disk, made off their path
         render.out(f"Installed rewind's {agent} hooks in {path}")
         render.out(f"  command: {command}")
         for note in notes:

@@ -9,7 +9,8 @@ import typer
 
 from rewind.cli import render
 from rewind.cli.cmd_watch import print_watcher, watcher_view
-from rewind.cli.common import hook_failures, no_checkpoints_yet, project_for, project_settings
+from rewind.cli.common import (hook_failures, lost_prompts, no_checkpoints_yet, project_for, project_settings,
+                               say_lost)
 from rewind.cli.options import JsonOpt, ProjectOpt
 from rewind.errors import NotInProject
 from rewind.project import open_catalog
@@ -59,8 +60,10 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
         row = _project_row(catalog, project.id, project.root, usage)
         watch = watcher_view(project)
         failures = hook_failures(project)
+        lost = lost_prompts(project)
         project.close()
         row["hook_failures"] = failures
+        row["lost_prompts"] = lost
         if settings is not None:
             row["ring_size"], row["retention_days"] = settings.ring_size, settings.retention_days
             row["settings_from"] = list(settings.sources)
@@ -74,6 +77,8 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
         if failures:
             render.out(f"recording:   {len(failures)} hook call(s) could not record since the newest checkpoint "
                        f"(last: {render.safe(failures[-1].get('error'))}); `rewind doctor` says more")
+        if lost:
+            render.out(f"lost:        {say_lost(lost)}")
         if settings is not None:
             src = ", ".join(settings.sources) or "defaults"
             render.out(f"keeps:       the newest {settings.ring_size}, none older than "
@@ -92,7 +97,7 @@ def _not_yet(project_dir: str | None, store: dict, last: dict | None, as_json: b
     root = resolve_root(project_dir or os.getcwd())
     if as_json:
         render.emit_json({"project": root, "checkpoints": 0, "newest": None, "newest_at": None, "oldest": None,
-                          "objects": 0, "bytes": 0, "hook_failures": [], "hooks": installed_for(root),
+                          "objects": 0, "bytes": 0, "hook_failures": [], "lost_prompts": [], "hooks": installed_for(root),
                           "store": store, "last_gc": last, "watcher": None})
         return
     render.out(f"project:     {root}")

@@ -170,10 +170,33 @@ def project_paths(project: Project, paths: list[str] | None) -> list[str] | None
 
 
 def hook_failures(project: Project) -> list[dict]:
-    """Hook calls for this project that could not record since its newest checkpoint."""
-    from rewind.hooks.failures import since
+    """Hook calls for this project that could not record since its newest checkpoint (what
+    a full disk left in the reserve is moved to the failure ledger first, once there is room)."""
+    from rewind import clock
+    from rewind.hooks.failures import settle, since
+    settle(project.home, clock.wall_ns())
     newest = project.catalog.latest(project.id)
     return since(project.home, project.root, newest.created_ns if newest else 0)
+
+
+def lost_prompts(project: Project) -> list[dict]:
+    """Prompts of this project no hook could record (a full disk...), of the last days,
+    whatever checkpoints came after: gaps in the history. After hook_failures (it settles)."""
+    from rewind import clock
+    from rewind.hooks.failures import lost_prompts as lost
+    return lost(project.home, project.root, clock.wall_ns())
+
+
+def say_lost(lost: list[dict]) -> str:
+    """The lost prompts in one line: how many, why, when, which sessions, their first words."""
+    last = lost[-1]
+    why = "the data disk was full" if all(str(i.get("error", "")).startswith("disk full") for i in lost) \
+        else render.safe(last.get("error"))
+    sessions = sorted({str(i.get("session") or "?") for i in lost})
+    words = ", ".join(f'"{render.safe(i["prompt"])}"' for i in lost[-3:] if i.get("prompt"))
+    return (f"{len(lost)} prompt(s) were not recorded ({why}): they have no checkpoint; the last one "
+            f"{render.age_ns(last['ns'])}, session {render.safe(', '.join(sessions)[:120])}"
+            + (f": {words}" if words else ""))
 
 
 def warn_hook_failures(project: Project) -> None:
@@ -183,6 +206,9 @@ def warn_hook_failures(project: Project) -> None:
         render.err(f"warning: {len(failed)} hook call(s) could not record since the newest checkpoint "
                    f"(last: {render.safe(last.get('event'))}, {render.safe(last.get('error'))}); "
                    "`rewind doctor` says more")
+    lost = lost_prompts(project)
+    if lost:
+        render.err(f"warning: {say_lost(lost)}")
 
 
 def note_hidden(project: Project) -> None:

@@ -92,6 +92,7 @@ def check_inotify(project) -> list[dict]:
 
 
 def check_store(project) -> list[dict]:
+    from rewind.catalog import health
     from rewind.history.verify import verify
     out = []
     ok = project.catalog.quick_check()
@@ -110,8 +111,13 @@ def check_store(project) -> list[dict]:
     usage = shutil.disk_usage(project.home)
     free = usage.free / usage.total if usage.total else 1
     level = "fail" if usage.free < 200 * 2**20 else "warn" if usage.free < 2 * 2**30 or free < 0.05 else "ok"
-    out.append(finding(level, f"disk: {render.human_size(usage.free)} free where the store is ({project.home})",
-                       None if level == "ok" else "free some space, or `rewind gc` / lower ring_size"))
+    if usage.free < health.ROOM:
+        from rewind.cli.explain import full_disk_fix
+        out.append(finding("fail", f"disk: the disk where the store is ({project.home}) is full: hooks cannot "
+                           "record prompts", full_disk_fix(project.home)))
+    else:
+        out.append(finding(level, f"disk: {render.human_size(usage.free)} free where the store is ({project.home})",
+                           None if level == "ok" else "free some space, or `rewind gc` / lower ring_size"))
     from rewind.history.restore_apply import journal_path
     if os.path.exists(journal_path(project)):
         out.append(finding("warn", "a restore was interrupted", "any rewind command reports it and the way back"))
@@ -119,7 +125,8 @@ def check_store(project) -> list[dict]:
 
 
 def check_failures(project) -> list[dict]:
-    from rewind.cli.common import hook_failures
+    from rewind.cli.common import hook_failures, lost_prompts, say_lost
+    from rewind.cli.explain import full_disk_fix
     from rewind.log import log_path
     lost = project.catalog.lost(project.id)
     out = []
@@ -130,6 +137,14 @@ def check_failures(project) -> list[dict]:
                            "put a backup of catalog.sqlite-wal back beside the catalog to recover them, or "
                            "`rewind gc --forget-lost` to give them up"))
     failed = hook_failures(project)
+    gaps = lost_prompts(project)
+    if gaps:
+        # a fail while the disk is still full (more are lost at each prompt), else history
+        from rewind.catalog import health
+        full = health.file_system(project.home) == health.FULL
+        out.append(finding("fail" if full else "warn", say_lost(gaps),
+                           full_disk_fix(project.home) if full else
+                           "give those prompts again if their undo point matters; `rewind save` takes one now"))
     if out and not failed:
         return out
     if not failed:

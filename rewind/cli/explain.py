@@ -3,6 +3,8 @@ permission) or a damaged catalog, each named with what to do, never as an intern
 
 from __future__ import annotations
 
+import os
+
 
 def environment_error(e: Exception) -> str | None:
     """A full disk, a read-only store, a permission: said as such, not as an internal error."""
@@ -12,25 +14,76 @@ def environment_error(e: Exception) -> str | None:
              errno.EPERM: "operation not permitted"}
     if not isinstance(e, OSError) or e.errno not in known:
         return None
-    return known[e.errno] + (f": {e.filename}" if e.filename else "")
+    said = known[e.errno] + (f": {e.filename}" if e.filename else "")
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        from rewind import locations
+        where = os.path.dirname(str(e.filename)) if e.filename else locations.data_dir()
+        said += f" ({full_disk_fix(where if os.path.isdir(where) else locations.data_dir())})"
+    return said
+
+
+def room(path: str) -> tuple[str, int]:
+    """The mount point `path` lives on, and the bytes free there for an unprivileged writer."""
+    path = os.path.realpath(path)
+    try:
+        dev = os.stat(path).st_dev
+        while path != "/" and os.stat(os.path.dirname(path)).st_dev == dev:
+            path = os.path.dirname(path)
+        st = os.statvfs(path)
+        return path, st.f_bavail * st.f_frsize
+    except OSError:
+        return path, 0
+
+
+def full_disk_fix(home: str) -> str:
+    mount, free = room(home)
+    return f"free space on {mount} ({free:,} bytes free); nothing is damaged"
+
+
+def waiting_prompts(home: str) -> str:
+    """What the reserve holds of prompts a full disk kept from the catalog, said in a clause."""
+    from rewind.hooks import reserve
+    n = sum(1 for i in reserve.read(home) if i.get("kind") == "prompt")
+    return (f"; {n} prompt(s) could not be recorded meanwhile (rewind names them once there is room)"
+            if n else "")
+
+
+def catalog_trouble(e: Exception) -> tuple[str, str, str] | None:
+    """Why the catalog failed, said with its fix: (kind, what, fix); kind is one of
+    catalog.health's. None: not the catalog's or the file system's doing."""
+    if isinstance(e, OSError):
+        return None                 # a file's write, not the catalog's: environment_error
+    from rewind import locations
+    from rewind.catalog import health
+    home = locations.data_dir()
+    kind = health.diagnose(home, e)
+    if kind is None:
+        return None
+    from rewind.constants import CATALOG_NAME
+    path = f"{home}/{CATALOG_NAME}"
+    first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+    if kind == health.FULL:
+        return kind, (f"the disk that holds rewind's data is full: the catalog {path} cannot be used ({first})"
+                      + waiting_prompts(home)), full_disk_fix(home)
+    if kind == health.READ_ONLY:
+        mount, _ = room(home)
+        return kind, f"the file system that holds rewind's data is read-only: the catalog {path} cannot be written " \
+                     f"({first})", f"remount {mount} read-write; nothing is damaged"
+    if kind == health.INTACT:
+        return kind, f"the catalog {path} could not be used ({first}), yet it reads whole (a read-only check)", \
+            "nothing is damaged: look for the disk's own errors (dmesg), then run the command again"
+    return kind, (f"the catalog {path} is damaged ({first}); the objects beside it are not "
+                  "touched (`rewind doctor` checks the rest; a catalog moved aside starts afresh: its "
+                  "checkpoints' content stays in objects/ and `rewind verify` finds none missing)"), \
+        ("move the catalog aside (`mv catalog.sqlite catalog.sqlite.damaged` in the data directory, with its "
+         "-wal and -shm files): rewind starts a new one; then `rewind save`")
 
 
 def catalog_error(e: Exception) -> str | None:
-    """A catalog SQLite cannot read (damaged pages, a file that is not a database, text that
-    is not UTF-8): named, with what to do, not an internal error."""
-    import sqlite3
-    text = str(e)
-    if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.IntegrityError) and (
-            "malformed" in text or "not a database" in text or "decode" in text or "corrupt" in text
-            or "disk I/O" in text):
-        pass
-    elif isinstance(e, UnicodeDecodeError):
-        pass
-    else:
+    """The catalog's trouble in one line (what, then the fix), or None."""
+    trouble = catalog_trouble(e)
+    if trouble is None:
         return None
-    from rewind import locations
-    from rewind.constants import CATALOG_NAME
-    path = f"{locations.data_dir()}/{CATALOG_NAME}"
-    return (f"the catalog {path} is damaged ({text.splitlines()[0][:120]}); the objects beside it are not "
-            "touched (`rewind doctor` checks the rest; a catalog moved aside starts afresh: its "
-            "checkpoints' content stays in objects/ and `rewind verify` finds none missing)")
+    kind, what, fix = trouble
+    from rewind.catalog import health
+    return what if kind == health.DAMAGED else f"{what}; {fix}"

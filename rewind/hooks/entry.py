@@ -67,7 +67,8 @@ def failed(call: Call, e: BaseException) -> None:
     if ctx.get("event"):
         try:
             from rewind.hooks.failures import note
-            note(ctx.get("agent", ""), ctx["event"], ctx.get("where"), e)
+            note(ctx.get("agent", ""), ctx["event"], ctx.get("where"), e,
+                 {k: ctx.get(k) for k in ("session", "kind", "prompt")})
         except BaseException:
             pass
 
@@ -105,13 +106,37 @@ def run(call: Call, served_root: str | None = None, catalog=None) -> str | None:
     if event is None:
         return None
     where = event.project_dir or event.cwd
-    call.context.update(agent=agent, event=payload.get("hook_event_name"),
+    call.context.update(agent=agent, event=payload.get("hook_event_name"), session=(event.session_id or "")[:200],
+                        kind=event.kind, prompt=event.prompt if event.kind == "prompt" else None,
                         where=os.path.realpath(where) if isinstance(where, str) and os.path.isabs(where) else None)
     from rewind.hooks.recorder import handle
     note = handle(event, pid=call.pid, served_root=served_root, fallback=call.fallback, catalog=catalog)
+    settle_reserve(catalog.home if catalog is not None else None)
     if call.env.get("REWIND_HOOK_TRACE"):
         log(f"hook {agent} {payload.get('hook_event_name')}{' (served)' if served_root else ''}: {note}")
     return note
+
+
+RESERVE = "hook-failures.reserve"   # reserve.NAME; that module is imported only when it has work
+
+
+def settle_reserve(home: str | None) -> None:
+    """After a call that recorded (so there is room again): what a full disk left in the
+    reserve moves to the failure ledger; a data dir without a reserve gets one (once). One
+    stat otherwise. Never raises."""
+    try:
+        if home is None:
+            from rewind import locations
+            home = locations.data_dir()
+        try:
+            if os.stat(os.path.join(home, RESERVE)).st_mtime_ns == 0:     # reserve.CLEAN_NS
+                return
+        except FileNotFoundError:
+            pass
+        from rewind.hooks.failures import settle
+        settle(home, clock.wall_ns())
+    except Exception:
+        pass
 
 
 def gc_if_due() -> None:
