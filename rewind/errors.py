@@ -89,6 +89,11 @@ class PathsChangedDuringRestore(RewindError):
     """Paths changed after the safety checkpoint; the restore left them as they are."""
 
 
+class RestoreIncomplete(RewindError):
+    """Paths the target holds that the restore left as they are (unreadable now, on another
+    mount, a directory holding what rewind does not store); the rest was done."""
+
+
 class RestoreStopped(RewindError):
     """A restore stopped part-way (or before its first step); the message says where the
     tree stands and how to get back."""

@@ -188,3 +188,23 @@ def restored_authors(project: Project, cp: Checkpoint, rows: list[ChangeRow]) ->
                             "tool": before.tool if before is not None else None,
                             "command": before.command if before is not None else None,
                             "session_id": before.session_id if before is not None else None}
+
+
+def flag_unrecorded(root: str, rows: list[ChangeRow]) -> None:
+    """A path the new tree lacks that is still on disk was not deleted: it dropped out of
+    recording (an ignore rule added since, an agent's `.rewindignore` of `*`, a file made
+    unreadable). It stays a `deleted` row, flagged `unrecorded`, so that list, show and the
+    plan say so. One lstat per deleted path, none below a directory found gone."""
+    import os
+    gone: list[str] = []
+    for row in rows:
+        if row.status != "deleted" or "unrecorded" in row.flags:
+            continue
+        if any(row.path.startswith(g + "/") for g in gone[-8:]):
+            continue
+        try:
+            os.lstat(os.path.join(root, row.path))
+        except OSError:
+            gone.append(row.path)
+            continue
+        row.flags.append("unrecorded")

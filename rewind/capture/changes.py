@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-from rewind.capture.attribution import apply_observations, attribute_segment, fallback_rewind, restored_authors
+from rewind.capture.attribution import (apply_observations, attribute_segment, fallback_rewind, flag_unrecorded,
+                                        restored_authors)
 from rewind.capture.scan import ScanResult
 from rewind.capture.snapshot import TreeLoader, blob_binary, working_scan
 from rewind.diff import change_rows, diff_trees
@@ -44,6 +45,7 @@ def live_changes(project: Project, cp: Checkpoint,
     rows.sort(key=lambda r: r.path)
     fallback_rewind(project, cp, rows)
     restored_authors(project, cp, rows)
+    flag_unrecorded(project.root, rows)
     return rows, result
 
 

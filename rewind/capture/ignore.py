@@ -18,7 +18,9 @@ excluded.
 Known differences from git: ``?`` and ``[...]`` match one code point, not one
 byte (only matters for non-ASCII names); core.excludesFile is not read;
 there is no index, so tracked files are not exempt; nested repositories are
-descended into (only entries named ``.git`` are skipped).
+descended into (only entries named ``.git`` are skipped); the rule files
+themselves (every ``.gitignore`` and ``.rewindignore``, the root's
+``.rewind.toml``) are never ignored, so a rule cannot hide them.
 """
 import os
 import re
@@ -29,6 +31,7 @@ __all__ = ["ALWAYS_IGNORED_NAMES", "TMP_PREFIX", "IgnoreRules", "exclude_signatu
 ALWAYS_IGNORED_NAMES = frozenset({".git"})
 TMP_PREFIX = ".rewind-tmp-"
 _IGNORE_FILES = (".gitignore", ".rewindignore")
+_SETTINGS = ".rewind.toml"  # the project's settings: recorded like the rule files
 _SPECIAL = re.compile(r"[*?\[\\]")  # git's is_glob_special()
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block
@@ -374,7 +377,9 @@ class IgnoreRules:
         for negated, pos, names, name_re, path_re, dnames, dname_re, dpath_re in self._runs:
             if (name in names or (name_re is not None and name_re(name))
                     or (path_re is not None and path_re(rel_path, pos))):
-                return not negated
+                # the rule files are recorded whatever they say (an agent's `*` must not hide
+                # them, nor what they hid); checked only on a match, off the hot path
+                return not negated and (is_dir or not (name in _IGNORE_FILES or rel_path == _SETTINGS))
             if is_dir and (name in dnames or (dname_re is not None and dname_re(name))
                            or (dpath_re is not None and dpath_re(rel_path, pos))):
                 return not negated

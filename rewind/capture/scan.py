@@ -77,6 +77,7 @@ class ScanResult:
     mended: set[str] = field(default_factory=set)  # known damaged ids written whole again
     workers: int = 0                           # worker processes that did the scan (fanout.py)
     raw_packs: list[str] = field(default_factory=list)   # their packs, stored raw: to recompress
+    forced: list[str] = field(default_factory=list)     # ignored now, read for a restore's target (held)
 
 
 class _Scanner:
@@ -99,6 +100,10 @@ class _Scanner:
         # incremental mode (see scan_dirty): the previous tree, the directories that must be
         # listed, the directories whose whole subtree must be read again
         self.progress = None             # (phase, done, total) now and then, for a long first scan
+        # a restore's scan: paths today's rules ignore but its target holds are read all the
+        # same (`target_holds(path)`), so the safety checkpoint stores what the restore overwrites
+        self.target_holds = None
+        self.forced: list[str] = []
         self.old = None
         self.need: set[str] = set()
         self.fresh: set[str] = set()
@@ -127,6 +132,13 @@ class _Scanner:
             self.pipeline.drain()
         found.append((rel_path, why))
         self.protected.add(rel_path)
+
+    def _force(self, rel_path: str) -> bool:
+        """An ignored path read all the same: the restore's target holds it."""
+        if not self.target_holds(rel_path):
+            return False
+        self.forced.append(rel_path)
+        return True
 
     def _put(self, data: bytes, oid: str, body: bytes | None = None) -> None:
         """Store an object; one known damaged or missing gets a whole copy written now."""
@@ -209,7 +221,8 @@ class _Scanner:
             return
         mode = st.st_mode
         if S.S_ISDIR(mode):
-            if rules.is_ignored(rel_path, True):
+            ignored = rules.is_ignored(rel_path, True)
+            if ignored and not (self.target_holds is not None and self._force(rel_path)):
                 self.stats.ignored += 1
                 self.protected.add(rel_path)
                 return
@@ -225,6 +238,7 @@ class _Scanner:
                 return
             try:
                 oid = self.scan_dir(sub, rel_path,
+                                    _INSIDE_IGNORED if ignored else
                                     rules.for_subdir(rel_path, os.path.join(self.root, rel_path)),
                                     sub_old, sub_full)
             except _Unreadable as e:
@@ -248,7 +262,7 @@ class _Scanner:
             os.close(sub)
             tree[name] = Entry(DIR, S.S_IMODE(mode), oid, 0)
         elif S.S_ISREG(mode):
-            if rules.is_ignored(rel_path, False):
+            if rules.is_ignored(rel_path, False) and not (self.target_holds is not None and self._force(rel_path)):
                 self.stats.ignored += 1
                 self.protected.add(rel_path)
                 return
@@ -256,7 +270,7 @@ class _Scanner:
             if entry is not None:
                 tree[name] = entry
         elif S.S_ISLNK(mode):
-            if rules.is_ignored(rel_path, False):
+            if rules.is_ignored(rel_path, False) and not (self.target_holds is not None and self._force(rel_path)):
                 self.stats.ignored += 1
                 self.protected.add(rel_path)
                 return
@@ -400,6 +414,21 @@ class _Unreadable(Exception):
     pass
 
 
+class _InsideIgnored:
+    """The rules inside a directory today's rules ignore, entered for a restore's target:
+    everything in it is ignored (git never looks inside), so only what the target holds is
+    read, and the rest stays protected."""
+
+    def is_ignored(self, rel_path: str, is_dir: bool) -> bool:
+        return True
+
+    def for_subdir(self, rel_dir: str, abs_dir: str) -> "_InsideIgnored":
+        return self
+
+
+_INSIDE_IGNORED = _InsideIgnored()
+
+
 def scan_dirty(root: str, store: Store, cache, fs_now_ns: int, old_root: str, load,
                dirty: dict[str, str], max_size: int = MAX_FILE_SIZE) -> ScanResult:
     """An incremental scan: only the directories on the way to a dirty path are listed;
@@ -432,15 +461,19 @@ def scan_dirty(root: str, store: Store, cache, fs_now_ns: int, old_root: str, lo
 def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None = None,
          fs_now_ns: int = 0, max_size: int = MAX_FILE_SIZE, progress=None,
          damaged: set[str] | frozenset[str] = frozenset(),
-         parallel_after: int | None = PARALLEL_AFTER, fanout_after: int | None = None) -> ScanResult:
+         parallel_after: int | None = PARALLEL_AFTER, fanout_after: int | None = None,
+         held=None) -> ScanResult:
     """Walk `root`. With a store, every blob and tree is staged in it and cache updates are
     returned; without one, nothing is written (a read-only look at the working tree).
     `damaged`: ids whose stored copy is known bad: never trusted from the cache, and
     written afresh (`ScanResult.mended` names those). Files to read past `parallel_after`
     are read on reader threads (None: never). With an empty cache and at least
-    `fanout_after` files (None: fanout.FANOUT_FILES), on worker processes (fanout.py)."""
+    `fanout_after` files (None: fanout.FANOUT_FILES), on worker processes (fanout.py).
+    `held(path)`: a restore's target holds `path`; read even when today's rules ignore it
+    (never on worker processes: they do not know the target)."""
     scanner = _Scanner(root, store, cache or {}, fs_now_ns, max_size)
     scanner.damaged = damaged
+    scanner.target_holds = held
     scanner.progress = progress
     scanner.parallel_after = parallel_after
     if progress is not None:
@@ -449,7 +482,7 @@ def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None =
     try:
         rules = IgnoreRules.for_root(root)
         oid = None
-        if store is not None and not scanner.cache and parallel_after is not None:
+        if store is not None and not scanner.cache and parallel_after is not None and held is None:
             oid = _fan_out(root, scanner, rfd, rules, damaged, progress, fanout_after)
         if oid is None:
             oid = scanner.scan_dir(rfd, "", rules)
@@ -468,7 +501,7 @@ def scan(root: str, store: Store | None = None, cache: dict[str, tuple] | None =
         removed = {p for p in scanner.cache if p not in scanner.seen}
     return ScanResult(oid, scanner.trees, scanner.stats, scanner.protected, scanner.hardlinks,
                       scanner.upserts, removed, mended=scanner.mended, workers=scanner.workers,
-                      raw_packs=scanner.raw_packs)
+                      raw_packs=scanner.raw_packs, forced=scanner.forced)
 
 
 def _fan_out(root: str, scanner: _Scanner, rfd: int, rules: IgnoreRules, damaged, progress,

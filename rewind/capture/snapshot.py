@@ -36,11 +36,11 @@ class TreeLoader:
         return t
 
 
-def working_scan(project: Project) -> ScanResult:
+def working_scan(project: Project, held=None) -> ScanResult:
     """A read-only scan of the working tree: hashes what the stat cache cannot vouch for,
-    writes nothing."""
+    writes nothing. `held`: as scan's (a restore's plan reads what its target holds)."""
     cache = project.catalog.load_statcache(project.id)
-    return scan(project.root, None, cache)
+    return scan(project.root, None, cache, held=held)
 
 
 def examined_by(dirty: dict[str, str]):

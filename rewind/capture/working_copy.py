@@ -32,7 +32,8 @@ from rewind import config
 from rewind import clock
 from rewind.capture import dirty as dirtymod
 from rewind.capture.attribution import (apply_observations, attribute_segment, default_source,
-                                        fallback_rewind, git_moved, git_row, restored_authors)
+                                        fallback_rewind, flag_unrecorded, git_moved, git_row,
+                                        restored_authors)
 from rewind.capture.ignore import exclude_signature
 from rewind.capture.scan import ScanResult, scan, scan_dirty
 from rewind.capture.snapshot import Hinted, TreeLoader, binary_in, examined_by, keep_hints, project_clock
@@ -57,14 +58,15 @@ class Scan:
     by: tuple | None = None                 # every change's (source, tool, command, session_id)
     progress: object = None                 # a callable ticked per file (full scans)
     source: object = None                   # a DirtySource; None: the watcher's rows
+    held: object = None                     # full: paths a restore's target holds, read even if ignored
 
     @classmethod
     def auto(cls, source=None) -> "Scan":
         return cls("auto", source=source)
 
     @classmethod
-    def full(cls, progress=None) -> "Scan":
-        return cls("full", progress=progress)
+    def full(cls, progress=None, held=None) -> "Scan":
+        return cls("full", progress=progress, held=held)
 
     @classmethod
     def baseline(cls) -> "Scan":
@@ -158,7 +160,7 @@ class WorkingCopy:
                                              {}, plan.upto, None)
             if not plan.quick:
                 result = scan(project.root, store, catalog.load_statcache(project.id), fs_now,
-                              progress=request.progress, damaged=damaged)
+                              progress=request.progress, damaged=damaged, held=request.held)
             store.flush()
             if result.raw_packs:                  # the workers stored contents raw, for speed
                 start_recompress(store.home)      # (it waits for the store to be idle)
@@ -244,6 +246,7 @@ class WorkingCopy:
                     rows = apply_observations(rows, catalog.observations(project.id, base))
                     fallback_rewind(project, prev, rows)
                     restored_authors(project, prev, rows)
+                    flag_unrecorded(project.root, rows)
                     if git_moved(prev, cp):
                         source = default_source(project, catalog.open_windows(project.id), last_ns)
                         rows.append(git_row(prev, cp.git_head, cp.git_branch, source))

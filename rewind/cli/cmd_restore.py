@@ -17,7 +17,7 @@ from rewind.cli.restore_view import (changed, confirm, forked_text, left_alone, 
                                      print_plan, say_rewound, view_of)
 from rewind.errors import RewindError, UndoUnavailable
 from rewind.history.restore import restore, undo
-from rewind.history.restore_plan import RestorePlan, plan_for_display, unmatched
+from rewind.history.restore_plan import RestorePlan, held_by, plan_for_display, unmatched
 
 
 def _fork(target, dry_run: bool, root: str) -> None:
@@ -43,15 +43,18 @@ def _check_paths(project, target, current, paths, given) -> None:
         raise RewindError(f"no such path in checkpoint {target.number} or in the tree: {shown}")
 
 
-def _to_now(project, target, paths, given, title: str, conversation: str) -> None:
+def _to_now(project, target, paths, given, title: str, conversation: str, cross_mounts: bool = False) -> None:
     """`to --yes`: one scan of the tree, the plan shown from it, then applied (the plan is
     not made twice, nor the tree read twice)."""
     def show(plan, current) -> None:
         _check_paths(project, target, current, paths, given)
         if not (plan.empty and not plan.skipped):
             present(project, plan, title, current)
-    safety, applied, done = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True)
+    safety, applied, done = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True,
+                                                   cross_mounts=cross_mounts)
     if safety is None:
+        if applied.unmet:          # nothing it could do, and the tree is not the checkpoint's
+            left_alone(applied, "the rewind", f"rewind to {target.number}")
         render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
     else:
         say_rewound(target, safety, applied)
@@ -70,7 +73,7 @@ def _restore_with_progress(project, target, paths, **kw):
 
 
 def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversation: str = "",
-            as_json: bool = False, words: list[str] | None = None) -> None:
+            as_json: bool = False, words: list[str] | None = None, cross_mounts: bool = False) -> None:
     project = project_for(project_dir)
     try:
         target = resolve_checkpoint(project, spec)
@@ -86,11 +89,11 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         title = (f"Rewind {project.root} to checkpoint {target.number}{scope}: {target.kind}, "
                  f"{render.age(target.created_at)}: {render.short(describe(target), 60)}")
         if yes and not dry_run:
-            _to_now(project, target, paths, given, title, conversation)
+            _to_now(project, target, paths, given, title, conversation, cross_mounts)
             return
-        current = working_scan(project)
+        current = working_scan(project, held_by(project, target, paths))
         _check_paths(project, target, current, paths, given)
-        plan = plan_for_display(project, target, paths, current)
+        plan = plan_for_display(project, target, paths, current, cross_mounts)
         view = view_of(project, plan, current)
         if dry_run:
             if as_json:
@@ -110,8 +113,10 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         count = paths_phrase(plan.count)
         question = (f"Rewind {count} to checkpoint {target.number}, overwriting {len(not_agent)} not written "
                     "by the agent?" if not_agent else f"Rewind {count} to checkpoint {target.number}?")
+        if plan.empty and plan.unmet:      # only what it must leave: nothing to ask about
+            left_alone(plan, "the rewind", f"rewind to {target.number}")
         confirm(yes, question)
-        safety, applied, done = _restore_with_progress(project, target, paths)
+        safety, applied, done = _restore_with_progress(project, target, paths, cross_mounts=cross_mounts)
         say_rewound(target, safety, applied)
         left_alone(applied, "the rewind", f"rewind to {target.number}")
         if applied.count != plan.count or len(applied.ops) != len(plan.ops):
@@ -123,7 +128,8 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         project.close()
 
 
-def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_json: bool = False) -> None:
+def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_json: bool = False,
+              cross_mounts: bool = False) -> None:
     project = project_for(project_dir)
     try:
         row = project.catalog.newest_undoable(project.id)
@@ -140,8 +146,9 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
         if safety is not None:
             touched = project.catalog.restore_made(project.id, safety_number)[1] or []
             if touched or dry_run:
-                current = working_scan(project)
-                plan = plan_for_display(project, safety, touched or None, current) if touched else RestorePlan(safety)
+                current = working_scan(project, held_by(project, safety, touched or None))
+                plan = (plan_for_display(project, safety, touched or None, current, cross_mounts) if touched
+                        else RestorePlan(safety))
                 view = view_of(project, plan, current, undo=True,
                                rewound_to=project.catalog.checkpoint(project.id, target_number))
                 if dry_run and as_json:
@@ -161,7 +168,7 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
         elif dry_run:
             raise UndoUnavailable(f"the safety checkpoint {safety_number} of that rewind is gone",
                                   hint="it was dropped by retention; `rewind list` shows what is left")
-        result = undo(project)
+        result = undo(project, cross_mounts=cross_mounts)
         target_number, new_safety, applied, done = result
         if new_safety is None:
             render.out(f"The rewind to checkpoint {target_number} changed nothing; marked undone.")
@@ -183,6 +190,7 @@ def register(app: typer.Typer) -> None:
                project: ProjectOpt = None,
                conversation: bool = typer.Option(False, "--conversation", help="Also fork the Claude Code conversation to just before this checkpoint's prompt."),
                conversation_only: bool = typer.Option(False, "--conversation-only", help="Only fork the conversation; leave the files."),
+               cross_mounts: bool = typer.Option(False, "--cross-mounts", help="Also restore paths on other filesystems mounted inside the project (left alone by default)."),
                as_json: JsonOpt = False):
         """Make the tree equal to checkpoint ID again (only the PATHs given, if any).
         A safety checkpoint of the current tree is taken first. A checkpoint still being
@@ -194,14 +202,15 @@ def register(app: typer.Typer) -> None:
             from rewind.errors import UsageError
             raise UsageError("--json goes with --dry-run (the plan as JSON)")
         to_impl(checkpoint, yes, dry_run, project, "only" if conversation_only else ("yes" if conversation else ""),
-                as_json, paths)
+                as_json, paths, cross_mounts)
 
     @app.command("undo")
     def undo_cmd(yes: YesOpt = False, project: ProjectOpt = None,
                  dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
+                 cross_mounts: bool = typer.Option(False, "--cross-mounts", help="Also put back paths on other filesystems mounted inside the project."),
                  as_json: JsonOpt = False):
         """Revert the newest rewind not yet undone; again walks further back."""
         if as_json and not dry_run:
             from rewind.errors import UsageError
             raise UsageError("--json goes with --dry-run (the plan as JSON)")
-        undo_impl(yes, project, dry_run, as_json)
+        undo_impl(yes, project, dry_run, as_json, cross_mounts)

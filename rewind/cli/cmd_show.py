@@ -26,7 +26,9 @@ def change_line(c: ChangeRow) -> tuple[str, str, str, str]:
         who = f"bash: {render.short(c.command, 50)}"
     elif c.source == "rewind" and c.restored:
         who = f"rewind: {restored_text(c.restored)}"
-    return STATUS_MARK[c.status], render.display_path(c.path), who, " ".join(c.flags)
+    # a path that dropped out of recording is still on disk: not a D
+    mark = "U" if "unrecorded" in c.flags else STATUS_MARK[c.status]
+    return mark, render.display_path(c.path), who, " ".join(c.flags)
 
 
 def show(spec, project_dir: Optional[str], as_json: bool) -> None:
@@ -58,6 +60,10 @@ def show(spec, project_dir: Optional[str], as_json: bool) -> None:
                    "(`rewind verify` says more)")
     else:
         render.out(f"changes after it, until {until}: {len(changes)}")
+    unrecorded = [c.path for c in changes if "unrecorded" in c.flags]
+    if unrecorded:
+        render.out(f"unrecorded: {len(unrecorded)} of them still on disk, no longer recorded (the ignore "
+                   "rules changed?); `rewind to` compares them all the same")
     _changes(changes)
 
 
@@ -81,7 +87,7 @@ def _changes(changes) -> None:
     if render.fancy() and changes:
         from rich.table import Table
         table = Table(box=None, show_header=False, pad_edge=False)
-        styles = {"A": "green", "M": "yellow", "D": "red"}
+        styles = {"A": "green", "M": "yellow", "D": "red", "U": "magenta"}
         for mark, path, who, flags in map(change_line, changes):
             table.add_row(mark, path, who, flags, style=styles[mark])
         render.console().print(table)

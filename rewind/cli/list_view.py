@@ -13,12 +13,15 @@ from rewind.model import ChangeRow, Checkpoint
 BADGES = (("bash", "bash", "yellow"), ("external", "external", "magenta"),
           ("symlink", "symlink", "cyan"), ("large", "not restorable", "red"),
           ("outside", "outside", "red"), ("ignored", "ignored", "red"),
+          ("unrecorded", "unrecorded", "red"),
           ("hardlink", "hardlink", "blue"), ("git", "git moved", "blue"))
 LEGEND = ("tool = the agent's edit tools · bash = its shell commands · external = someone else "
           "(editor, other process) · rewind = a restore · unknown = no hook saw it")
 
 
 def counts_text(changes: list[ChangeRow]) -> str:
+    # a path that dropped out of recording was not changed by anyone: its badge says it
+    changes = [c for c in changes if "unrecorded" not in c.flags]
     if not changes:
         return "no changes"
     by = Counter(c.source for c in changes)

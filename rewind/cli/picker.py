@@ -229,7 +229,7 @@ def run_picker(project):
             try:
                 text, _, _ = unified(project, path, old, new, on_disk)
             except Exception as e:     # a file that vanished meanwhile: say so, keep going
-                text = f"diff {path}\n({e})\n"
+                text = f"diff {render.display_path(path)}\n({e})\n"
             pane.update(Syntax(text, "diff", theme="ansi_dark", word_wrap=False))
 
         def on_data_table_row_highlighted(self, event) -> None:
@@ -269,7 +269,8 @@ def run_picker(project):
                 cp = self.completed(cp)
                 if cp is None:
                     return
-            plan = plan_for_display(project, cp, paths, self.working())
+            # its own scan: it reads what the checkpoint holds even where today's rules ignore it
+            plan = plan_for_display(project, cp, paths)
             code = not (plan.empty and not plan.skipped)
             whole = paths is None              # one file's restore leaves the conversation be
             refusal = conversation_refusal(cp) if whole else None

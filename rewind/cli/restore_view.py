@@ -12,7 +12,7 @@ from rewind.capture.snapshot import TreeLoader
 from rewind.cli import render
 from rewind.cli.json_shapes import KIND_NAMES
 from rewind.cli.list_view import restored_text
-from rewind.errors import PathsChangedDuringRestore, Refused
+from rewind.errors import PathsChangedDuringRestore, Refused, RestoreIncomplete
 from rewind.history.effects import not_undone
 from rewind.history.restore_apply import file_mode
 from rewind.history.restore_plan import RestorePlan, entry_at
@@ -134,8 +134,10 @@ def print_plan(project, plan: RestorePlan, title: str, current=None, view: PlanV
     view = view or view_of(project, plan, current)
     render.out(title)
     rows = plan.rows()
-    if plan.empty:
+    if plan.matches:
         render.out("  nothing to do: the tree already matches.")
+    elif plan.empty:
+        render.out(f"  nothing it can change, and {paths_phrase(len(plan.unmet))} the checkpoint holds differ:")
     else:
         render.out(f"{paths_phrase(len(rows))} {'changes' if len(rows) == 1 else 'change'}:")
     width = max((len(action) for _, action, _ in rows), default=0)
@@ -279,6 +281,8 @@ def plan_json(project, plan: RestorePlan, view: PlanView, action: str, extra: di
             "target": checkpoint_json(plan.target), **(extra or {}),
             "count": plan.count, "paths": paths,
             "skipped": [{"path": p, "why": why} for p, why in plan.skipped],
+            # skipped paths the target holds: the restore leaves them and fails
+            "unmet": [{"path": p, "why": why} for p, why in plan.unmet],
             "kept_hooks": list(plan.kept_hooks),
             "will_not_undo": [e.as_json() for e in view.effects]}
 
@@ -320,8 +324,20 @@ def forked_text(target, new_id: str, root: str) -> str:
 def left_alone(plan: RestorePlan, what: str, again: str) -> None:
     """Paths another process changed after the safety scan: not overwritten (what they hold
     now is in no checkpoint), and the command fails so that no script goes on as if the
-    tree were the checkpoint's."""
+    tree were the checkpoint's. So do paths the target holds that the plan had to leave
+    (`plan.unmet`: unreadable now, on another mount, ...)."""
+    for path, why in plan.unmet[:50]:
+        render.err(f"  not restored: {render.display_path(path)} ({why})")
+    if len(plan.unmet) > 50:
+        render.err(f"  … and {len(plan.unmet) - 50} more")
     if not plan.left:
+        if plan.unmet:
+            raise RestoreIncomplete(f"{paths_phrase(len(plan.unmet))} that checkpoint {plan.target.number} holds "
+                                    f"{'was' if len(plan.unmet) == 1 else 'were'} left as "
+                                    f"{'it is' if len(plan.unmet) == 1 else 'they are'}; everything else was done",
+                                    hint=(f"`{again} --cross-mounts` goes into the other mounts"
+                                          if any("mounted" in why for _, why in plan.unmet) else
+                                          "each line says why; fix that, then rewind again"))
         return
     for path, why in plan.left[:50]:
         render.err(f"  left as it is: {render.display_path(path)} ({why})")

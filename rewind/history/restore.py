@@ -18,7 +18,7 @@ from rewind.clock import iso_now
 from rewind.errors import CheckpointNotFound, DamagedCopy, RestoreStopped, RewindError, UndoUnavailable
 from rewind.fsutil import atomic_write, ensure_private_dir, read_fd
 from rewind.history.restore_apply import Dirs, apply_plan, expectations, journal_path, recover, split_path
-from rewind.history.restore_plan import RestorePlan, plan_restore
+from rewind.history.restore_plan import RestorePlan, held_by, plan_restore
 from rewind.model import Checkpoint
 from rewind.project import Project
 from rewind.store.tree import FILE, LINK
@@ -28,74 +28,97 @@ _MEMORY_BUDGET = 256 * 1024 * 1024
 
 def restore(project: Project, target: Checkpoint, paths: list[str] | None = None,
             is_undo: bool = False, lock_timeout: float = 30.0, progress=None, before_apply=None,
-            skip_if_empty: bool = False):
+            skip_if_empty: bool = False, cross_mounts: bool = False):
     """Scan the tree (storing it), plan from that scan, take the safety checkpoint of it,
     verify every object, apply. `before_apply(plan, scan)` sees the plan before anything is
     written (it may raise to stop); with `skip_if_empty` an empty plan takes no checkpoint
-    and returns (None, plan, 0). Returns (safety checkpoint, plan applied, operations done)."""
+    and returns (None, plan, 0). Returns (safety checkpoint, plan applied, operations done).
+    The scan reads every path the target holds, even one today's ignore rules skip: what
+    the restore overwrites there is in the safety checkpoint too; the next scan (right after
+    the restore) lists those paths again under today's rules. What the plan leaves that the
+    target holds is `plan.unmet` (the caller names it and fails)."""
     with locked(project, lock_timeout) as wc:
         recover(project)
         if project.catalog.checkpoint(project.id, target.number) is None:
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
                                      hint="the ring or the retention removed it; `rewind list` shows what is left")
         scan_ns = clock.wall_ns()
-        scanned = wc.scan(Scan.full(progress))
+        scanned = wc.scan(Scan.full(progress, held=held_by(project, target, paths)))
         wc.commit(scanned)
         current = scanned.result
-        plan = plan_restore(project, target, current, paths)
-        if before_apply is not None:
-            before_apply(plan, current)
-        if skip_if_empty and plan.empty:
-            return None, plan, 0
-        # every object the plan needs is read and verified before anything is recorded or
-        # written: a damaged object stops the rewind with the ring as it was
-        data: dict[str, bytes] = {}
-        budget = _MEMORY_BUDGET
-        for op in plan.ops:
-            if op.action in ("write", "symlink") and op.entry.oid not in data:
-                if op.entry.oid in plan.extra:
-                    data[op.entry.oid] = plan.extra[op.entry.oid]
-                    continue
-                blob = project.store.get(op.entry.oid)
-                project.store.note_binary(op.entry.oid, blob)
-                if len(blob) <= budget:
-                    data[op.entry.oid] = blob
-                    budget -= len(blob)
-        _whole(project, plan)
-        if plan.extra:              # contents the plan made (settings keeping rewind's hooks)
-            for oid, blob in plan.extra.items():
-                project.store.put(blob, oid)
-            project.store.flush()
-        # the checkpoint of the tree just scanned: nothing is read again; on disk (objects and
-        # catalog rows) before the first write, a power cut included. It evicts nothing until
-        # the restore has written something (a restore that fails first leaves the ring).
-        with project.catalog.durable():
-            safety = wc.commit(wc.scan(Scan.nothing()), Commit(
-                "rewind", restore_target=target.number, settings=None,
-                message=("undo" if is_undo else f"before rewind to {target.number}")))
-            with project.catalog.transaction():
-                project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
-                                               plan.touched(), iso_now())
-        tag = f"{safety.number}"
-        journal = {"project": project.root, "target": target.number, "safety": safety.number,
-                   "tag": tag, "started_at": iso_now(),
-                   "dirs": sorted({split_path(op.path)[0] for op in plan.ops})}
-        jpath = journal_path(project)
-        ensure_private_dir(os.path.dirname(jpath))
-        atomic_write(jpath, json.dumps(journal).encode())
-        written: dict[str, tuple] = {}
+        # paths read despite today's rules are in the scan's tree only for the safety
+        # checkpoint: however this ends, the next scan lists them again under the rules
+        relist = {path: "m" for path in current.forced}
         try:
-            done = apply_plan(project, plan, data, tag, progress, written,
-                              expect=expectations(project, plan, scan_ns, current.hardlinks))
-        except Exception as e:
-            raise _failed(project, plan, safety, jpath, e) from None
-        os.sync()
-        os.unlink(jpath)
-        # what the restore wrote is attributed to it; only those paths are read again
-        touched = {op.path: ("c" if op.action == "mkdir" else "m") for op in plan.ops}
-        wc.commit(wc.scan(Scan.written(touched, hints=written, by=FORCED_REWIND)))
-        _enforce_ring(project)
-        return safety, plan, done
+            plan = plan_restore(project, target, current, paths, cross_mounts)
+            if before_apply is not None:
+                before_apply(plan, current)
+            if skip_if_empty and plan.empty:
+                return None, plan, 0
+            # every object the plan needs is read and verified before anything is recorded or
+            # written: a damaged object stops the rewind with the ring as it was
+            data: dict[str, bytes] = {}
+            budget = _MEMORY_BUDGET
+            for op in plan.ops:
+                if op.action in ("write", "symlink") and op.entry.oid not in data:
+                    if op.entry.oid in plan.extra:
+                        data[op.entry.oid] = plan.extra[op.entry.oid]
+                        continue
+                    blob = project.store.get(op.entry.oid)
+                    project.store.note_binary(op.entry.oid, blob)
+                    if len(blob) <= budget:
+                        data[op.entry.oid] = blob
+                        budget -= len(blob)
+            _whole(project, plan)
+            if plan.extra:              # contents the plan made (settings keeping rewind's hooks)
+                for oid, blob in plan.extra.items():
+                    project.store.put(blob, oid)
+                project.store.flush()
+            # the checkpoint of the tree just scanned: nothing is read again; on disk (objects and
+            # catalog rows) before the first write, a power cut included. It evicts nothing until
+            # the restore has written something (a restore that fails first leaves the ring).
+            with project.catalog.durable():
+                safety = wc.commit(wc.scan(Scan.nothing()), Commit(
+                    "rewind", restore_target=target.number, settings=None,
+                    message=("undo" if is_undo else f"before rewind to {target.number}")))
+                with project.catalog.transaction():
+                    project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
+                                                   plan.touched(), iso_now())
+            tag = f"{safety.number}"
+            journal = {"project": project.root, "target": target.number, "safety": safety.number,
+                       "tag": tag, "started_at": iso_now(),
+                       "dirs": sorted({split_path(op.path)[0] for op in plan.ops})}
+            jpath = journal_path(project)
+            ensure_private_dir(os.path.dirname(jpath))
+            atomic_write(jpath, json.dumps(journal).encode())
+            written: dict[str, tuple] = {}
+            try:
+                done = apply_plan(project, plan, data, tag, progress, written,
+                                  expect=expectations(project, plan, scan_ns, current.hardlinks))
+            except Exception as e:
+                raise _failed(project, plan, safety, jpath, e) from None
+            os.sync()
+            os.unlink(jpath)
+            # what the restore wrote is attributed to it; only those paths are read again
+            touched = {op.path: ("c" if op.action == "mkdir" else "m") for op in plan.ops}
+            for path in relist:              # read despite today's rules: listed again under them
+                touched.setdefault(path, "m")
+            relist = {}
+            wc.commit(wc.scan(Scan.written(touched, hints=written, by=FORCED_REWIND)))
+            _enforce_ring(project)
+            return safety, plan, done
+        finally:
+            if relist:
+                _relist(wc, relist)
+
+
+def _relist(wc, paths: dict[str, str]) -> None:
+    """A restore that wrote nothing there: its ignored paths leave the last scan's tree."""
+    try:
+        wc.commit(wc.scan(Scan.written(paths)))
+    except Exception as e:          # the next full scan does it; this must not hide the first error
+        from rewind.log import log
+        log(f"{wc.project.root}: ignored paths not listed again after a restore", e)
 
 
 def _whole(project: Project, plan: RestorePlan) -> None:
@@ -174,7 +197,7 @@ def _enforce_ring(project: Project) -> None:
             enforce(project.catalog, project.id, settings, now_ns())
 
 
-def undo(project: Project, lock_timeout: float = 30.0):
+def undo(project: Project, lock_timeout: float = 30.0, cross_mounts: bool = False):
     """Revert the newest rewind not yet undone: put back, from its safety checkpoint, the
     paths it touched. Returns (the undone rewind's target, safety, plan, done) or None."""
     row = project.catalog.newest_undoable(project.id)
@@ -187,7 +210,8 @@ def undo(project: Project, lock_timeout: float = 30.0):
                               hint="it was dropped by retention; `rewind list` shows what is left")
     touched = project.catalog.restore_made(project.id, safety_number)[1] or []
     if touched:
-        result = restore(project, safety, touched, is_undo=True, lock_timeout=lock_timeout)
+        result = restore(project, safety, touched, is_undo=True, lock_timeout=lock_timeout,
+                         cross_mounts=cross_mounts)
     else:
         result = (None, RestorePlan(safety), 0)
     with project.catalog.transaction():

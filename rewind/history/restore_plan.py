@@ -3,7 +3,12 @@
 The plan is a list of operations per path (delete, rmdir, mkdir, write, symlink, chmod)
 in an order that is valid when run one after the other. Paths a scan did not store
 (ignored, unreadable, special, large, still changing) are never deleted or overwritten,
-and neither are the directories holding them; the plan lists them as skipped.
+and neither are the directories holding them; the plan lists them as skipped. A path the
+target holds is compared whatever today's ignore rules say: the restore's scan reads it
+(`held_by`), so a rule added since hides nothing from the plan. What the plan leaves that
+the target holds (unreadable now, on another mount, a directory it cannot empty) is
+`unmet`: named, and the restore fails. Another filesystem mounted inside the project is
+not entered unless `cross_mounts` (mounts.py).
 `rewind to --dry-run` prints the same plan that `restore` applies.
 """
 
@@ -33,6 +38,7 @@ class RestorePlan:
     target: Checkpoint
     ops: list[Op] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)   # (path, why)
+    unmet: list[tuple[str, str]] = field(default_factory=list)     # skipped, and the target holds it
     left: list[tuple[str, str]] = field(default_factory=list)      # (path, why): changed since the scan
     applied: int = 0                                                # operations carried out so far
     kept_hooks: list[str] = field(default_factory=list)   # agents' settings files keeping rewind's hooks
@@ -41,6 +47,11 @@ class RestorePlan:
     @property
     def empty(self) -> bool:
         return not self.ops
+
+    @property
+    def matches(self) -> bool:
+        """The tree already is the target's: nothing to do and nothing it holds left aside."""
+        return not self.ops and not self.unmet
 
     def overwrites(self) -> list[Op]:
         """Operations that replace or remove content that exists now."""
@@ -75,16 +86,47 @@ class RestorePlan:
         return len({op.path for op in self.ops})
 
 
+def held_by(project: Project, target: Checkpoint, paths: list[str] | None = None):
+    """`held(path)`: the target holds `path` (and it is selected): the restore's scan reads
+    it even when today's ignore rules skip it. Asked only of ignored paths."""
+    load = TreeLoader(project.store)
+    select = path_selector(paths)
+
+    def held(path: str) -> bool:
+        return select(path) is not None and entry_at(load, target.tree, path) is not None
+    return held
+
+
 def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
-                 paths: list[str] | None = None) -> RestorePlan:
+                 paths: list[str] | None = None, cross_mounts: bool = False) -> RestorePlan:
+    from rewind.history.mounts import Mounts
     load = TreeLoader(project.store, current.trees)
     plan = RestorePlan(target)
     protected = current.protected
     blocked: set[str] = set()  # directories that hold protected paths
     for p in protected:
         blocked.update(_ancestors(p))
+    mounts = Mounts(project.root)
+    for p in mounts.points:    # a mount point is never removed, crossing or not
+        blocked.update(_ancestors(p) + ([p] if cross_mounts else []))
     select = path_selector(paths)
     dir_modes: list[Op] = []
+
+    def leave(path: str, why: str, held: bool = True) -> None:
+        """A path left as it is; one the target holds is `unmet`: named, and the restore fails."""
+        plan.skipped.append((path, why))
+        if held:
+            plan.unmet.append((path, why))
+
+    def other_mount(path: str, c: Entry | None) -> bool:
+        """`path` is another filesystem's mount point, not to be entered (unless asked)."""
+        if c is None or c.kind != DIR or not mounts.is_mount(path):
+            return False
+        if cross_mounts:
+            blocked.add(path)
+            return False
+        blocked.update(_ancestors(path))
+        return True
 
     def rules_in(tree, rel_dir: str, parent: IgnoreRules) -> IgnoreRules:
         """The checkpoint's own ignore rules inside one of its directories."""
@@ -98,6 +140,9 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
         if check_self and trules.is_ignored(path, c.kind == DIR):
             plan.skipped.append((path, "ignored at the checkpoint: left alone"))
             blocked.update(_ancestors(path))
+            return False
+        if other_mount(path, c):
+            plan.skipped.append((path, _MOUNT_WHY))
             return False
         if c.kind != DIR:
             plan.ops.append(Op("delete", path, None, c))
@@ -136,8 +181,11 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
             c, t = cur.get(name), tgt.get(name)
             if where == "anc":
                 if path in protected:
-                    plan.skipped.append((path, "not stored by rewind (ignored, unreadable or "
-                                               "special): left alone"))
+                    why = "not stored by rewind (ignored, unreadable or special): left alone"
+                    leave(path, why, t is not None)
+                    continue
+                if other_mount(path, c):
+                    leave(path, _MOUNT_WHY, t is not None)
                     continue
                 if t is not None and t.kind != DIR:
                     t = None  # the selected path does not exist in the checkpoint
@@ -156,8 +204,11 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
                 continue
             if path in protected:
                 if t is not None and not (t.kind == LARGE and c is not None and c.kind == LARGE):
-                    plan.skipped.append((path, "not stored by rewind (ignored, unreadable, special "
-                                               "or too large): left alone"))
+                    why = "not stored by rewind (ignored, unreadable, special or too large): left alone"
+                    leave(path, why, t.kind != LARGE)
+                continue
+            if other_mount(path, c):
+                leave(path, _MOUNT_WHY, t is not None)
                 continue
             if c is not None and t is not None and c.kind == DIR and t.kind == DIR:
                 if c.oid != t.oid:
@@ -174,8 +225,8 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
             if c is not None and (c.kind == DIR or t is None or t.kind == DIR):
                 if not remove(path, c, trules, check_self=t is None):
                     if t is not None:
-                        plan.skipped.append((path, "cannot replace a directory that holds files "
-                                                   "rewind does not store"))
+                        leave(path, "cannot replace a directory that holds files rewind does not "
+                                    "store (or another mount)")
                     continue
                 c = None
             if t is not None:
@@ -219,6 +270,9 @@ def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
     return plan
 
 
+_MOUNT_WHY = "on another mounted filesystem: left alone (`rewind to --cross-mounts` goes in)"
+
+
 def _ancestors(path: str) -> list[str]:
     parts = path.split("/")
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
@@ -251,6 +305,8 @@ def unmatched(project: Project, target: Checkpoint, current: ScanResult, paths: 
 
 
 def plan_for_display(project: Project, target: Checkpoint, paths: list[str] | None,
-                     current: ScanResult | None = None) -> RestorePlan:
-    return plan_restore(project, target, current or working_scan(project), paths)
+                     current: ScanResult | None = None, cross_mounts: bool = False) -> RestorePlan:
+    """`current`: a read-only scan made with `held_by(project, target, paths)`."""
+    current = current or working_scan(project, held_by(project, target, paths))
+    return plan_restore(project, target, current, paths, cross_mounts)
 

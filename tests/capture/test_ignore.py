@@ -123,6 +123,12 @@ def check_against_git(base, spec, exclude=None):
     merged = _merged_for_git(spec)
     _write(repo, {rel: merged[rel] for rel in merged if merged[rel] is not spec[rel]})
     verdict, listed = git_oracle(repo, env, sorted(decisions))
+    # the one deliberate difference: the rule files are recorded whatever they say (a
+    # `.rewindignore` of `*` must not hide itself, nor what it hid)
+    rule_files = {p for p in decisions if p.rsplit("/", 1)[-1] in (".gitignore", ".rewindignore")
+                  or p == ".rewind.toml"}
+    verdict.update({p: False for p in rule_files})
+    listed |= rule_files & kept
     context = {k: v for k, v in spec.items() if k.endswith("ignore")}
     if exclude is not None:
         context[".git/info/exclude"] = exclude
@@ -211,7 +217,7 @@ CASES = [
     case("symlinked-gitignore-not-followed", {"real": "*.x\n", "sub/.gitignore": Symlink("../real"),
                                               "sub/a.x": ""}, kept={"sub/a.x"}),
     case("whitelist", {".gitignore": "*\n!*/\n!*.c\n", "a.c": "", "a.h": "", "d/b.c": "", "d/b.h": ""},
-         ignored={"a.h", "d/b.h", ".gitignore"}, kept={"a.c", "d/b.c"}),
+         ignored={"a.h", "d/b.h"}, kept={"a.c", "d/b.c", ".gitignore"}),   # rule files: never ignored
     case("case-sensitive", {".gitignore": "README\n*.TXT\n", "readme": "", "README": "", "a.txt": ""},
          ignored={"README"}, kept={"readme", "a.txt"}),
     case("slash-oddities", {".gitignore": "//x\nx//\n/\n!\n!/\na\\/b\n**\\/c\n", "x/f": "", "a/b": "",
