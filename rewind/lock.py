@@ -21,6 +21,10 @@ from rewind.constants import LOCKS_DIR
 from rewind.errors import StoreLocked
 from rewind.fsutil import ensure_private_dir
 
+STALL_S = 2.0       # stalled.STALL_S (not imported here: only a long wait loads that module)
+STILL_S = 0.5
+RETRIES_S = 5.0     # a try that follows the last within this continues its wait
+
 
 def _open(home: str, name: str) -> int:
     locks = os.path.join(home, LOCKS_DIR)
@@ -28,14 +32,35 @@ def _open(home: str, name: str) -> int:
     return os.open(os.path.join(locks, name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
-def _acquire(fd: int, op: int, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+# lock name -> (since when this process waits for it, its last look): a caller that retries
+# in short tries (a hook's prompt, 1 s each) has waited the sum of them
+_waiting_since: dict[str, tuple[float, float]] = {}
+
+
+def _acquire(fd: int, op: int, timeout: float, what: str, stalled=None, name: str = "") -> None:
+    """`stalled()`, called once this process has waited STALL_S for lock `name` (in one wait
+    or several) and every STILL_S after, may free the lock (a stopped watcher holding it:
+    stalled.py)."""
+    start = time.monotonic()
+    deadline = start + timeout
+    since, last = _waiting_since.get(name, (start, start))
+    if start - last > RETRIES_S:
+        since = start                        # a wait given up long ago, not one retried now
+    look = since + STALL_S
     delay = 0.002
     while True:
         try:
             fcntl.flock(fd, op | fcntl.LOCK_NB)
+            _waiting_since.pop(name, None)
             return
         except BlockingIOError:
+            now = time.monotonic()
+            if stalled is not None:
+                _waiting_since[name] = (since, now)
+                if now >= look:
+                    look = now + STILL_S
+                    if stalled():
+                        continue
             if time.monotonic() >= deadline:
                 raise StoreLocked(f"{what} is locked by another rewind process",
                                   hint="wait for it to finish, or try again") from None
@@ -55,11 +80,17 @@ def store_lock(home: str, exclusive: bool = False, timeout: float = 30.0, what: 
 
 @contextmanager
 def project_lock(home: str, project_id: int, timeout: float = 30.0, what: str = "the project"):
-    """Exclusive lock for everything that writes a project's checkpoints or its tree."""
+    """Exclusive lock for everything that writes a project's checkpoints or its tree. A
+    stopped watcher holding it is killed once the wait has lasted STALL_S (stalled.py)."""
+    def stalled() -> bool:
+        from rewind.stalled import free_project_lock
+        return free_project_lock(home, project_id)
+
     with store_lock(home, timeout=timeout, what=what):
-        fd = _open(home, f"project-{project_id}.lock")
+        name = f"project-{project_id}.lock"
+        fd = _open(home, name)
         try:
-            _acquire(fd, fcntl.LOCK_EX, timeout, what)
+            _acquire(fd, fcntl.LOCK_EX, timeout, what, stalled, os.path.join(home, name))
             yield
         finally:
             os.close(fd)

@@ -25,6 +25,7 @@ from rewind.catalog.marks import MarksMixin
 from rewind.catalog.pending import PendingMixin
 from rewind.catalog.sessions import SessionsMixin
 from rewind.catalog.statcache import StatCacheMixin
+from rewind.catalog.trash import TrashMixin
 from rewind.catalog.watch import WatchMixin
 from rewind.constants import CATALOG_NAME, SCHEMA_VERSION
 from rewind.errors import SchemaTooNew
@@ -32,7 +33,7 @@ from rewind.errors import SchemaTooNew
 BUSY_TIMEOUT_S = 30
 
 
-class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, WatchMixin, PendingMixin):
+class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, WatchMixin, PendingMixin, TrashMixin):
     def __init__(self, home: str, shared: bool = False):
         """`shared`: used from more than one thread, one at a time (the watcher's serving
         connection: watch/serve.py)."""
@@ -128,6 +129,8 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
                 "preimages": [r[0] for r in self.db.execute(f"SELECT oid FROM preimages{where}", args)]
                 + [r[0] for r in self.db.execute(f"SELECT oid FROM pending_edits{where}", args) if r[0]],
                 "cached": self.db.execute(f"SELECT kind, oid FROM statcache{where}", args).fetchall(),
+                # the trash's checkpoints keep their content until it is emptied (trash.py)
+                "trashed": [r[0] for r in self.db.execute(f"SELECT tree FROM trash{where}", args)],
             }
         finally:
             self.db.execute("COMMIT")
@@ -150,7 +153,17 @@ class _Txn:
         self.catalog = catalog
 
     def __enter__(self):
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            # locked past the busy timeout: by a watcher stopped in a transaction (SIGSTOP,
+            # a debugger)? It is killed (rewind/stalled.py verifies it) and this goes on
+            if self.catalog is None or "locked" not in str(e):
+                raise
+            from rewind.stalled import free_catalog
+            if not free_catalog(self.catalog.home):
+                raise
+            self.db.execute("BEGIN IMMEDIATE")
         if self.catalog is not None and self.catalog._riders:
             riders, self.catalog._riders = self.catalog._riders, []
             for sql, args in riders:

@@ -30,11 +30,16 @@ class WatchMixin:
         return row[0] or 0
 
     def add_watch_events(self, project_id: int, events: dict[str, tuple[str, int, str | None]],
-                         cookie: str | None = None) -> None:
+                         cookie: str | None = None, limit_hit_by: int | None = None) -> None:
         """In one transaction: a batch of events (path -> (kind, time, writer)), then the
         answer to `cookie`: the seq the stream has reached, so no event before the cookie is
-        above it."""
+        above it. `limit_hit_by`: the watcher (pid) lost a watch in this batch, said with
+        its events: a scan that reads the row after them distrusts it at once (not at the
+        next heartbeat), and one that read it before sees the batch's anchor."""
         with self.transaction():
+            if limit_hit_by is not None:
+                self.db.execute("UPDATE watchers SET limit_hit=1 WHERE project_id=? AND pid=?",
+                                (project_id, limit_hit_by))
             self.db.executemany("INSERT INTO watch_events(project_id, path, kind, ts, writer) VALUES (?,?,?,?,?)",
                                 [(project_id, os.fsencode(p), k, ts, w) for p, (k, ts, w) in events.items()])
             if cookie is not None:

@@ -30,7 +30,12 @@ import time       # built in
 
 MAGIC = b"RWH2"
 OFFER_TIMEOUT_S = 2.0
-ANSWER_TIMEOUT_S = 600.0        # after `!`: the watcher's work (a scan may wait for the project lock)
+# After `!`: the watcher's work (a scan may wait for the project lock), under the agents'
+# hook timeouts (120 s): a hook the agent kills records nothing. A watcher stopped in the
+# call is killed after STALL_S (rewind/stalled.py), and the hook does the work itself.
+ANSWER_TIMEOUT_S = 100.0
+STALL_S = 2.0                   # stalled.STALL_S (that module is loaded only when a call lasts this long)
+STILL_S = 0.5
 MAX_PAYLOAD = 64 * 1024 * 1024  # entry.MAX_PAYLOAD: a larger payload goes to entry, which logs it
 RUN_DIR = "run"                 # in the data dir, 0700: a socket per watched project, and its root
 SUN_PATH_MAX = 107              # sockaddr_un's path, less its NUL
@@ -295,13 +300,9 @@ def _served(agent: str, data: bytes):
             return _answer(offer) or "no answer"
         s.sendall(b"!")
         # from here on the watcher may act: only its `ok` says it did
-        s.settimeout(ANSWER_TIMEOUT_S)
-        answer = b""
-        while len(answer) < 4096:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            answer += chunk
+        answer = _await(s, home, name)
+        if answer is None:
+            return "the watcher was stopped in the call"
         return None if answer == b"ok" else _answer(answer) or "no answer after the offer"
     except OSError:
         return "no answer"
@@ -309,6 +310,47 @@ def _served(agent: str, data: bytes):
         s.close()
         if dfd is not None:
             posix.close(dfd)
+
+
+def _await(s, home: bytes, name: bytes):
+    """The watcher's answer after `!` (b"" when it hung up or ANSWER_TIMEOUT_S passed), or
+    None: it was stopped (SIGSTOP, a debugger) for STALL_S in the call, and is killed
+    (rewind/stalled.py verifies it is this project's watcher, stopped): the hook goes on
+    alone, and the project lock the watcher held is free. A watcher that is merely slow is
+    waited for (it answers, or ANSWER_TIMEOUT_S ends the wait)."""
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    answer = b""
+    s.settimeout(STALL_S)
+    while len(answer) < 4096:
+        try:
+            chunk = s.recv(4096)
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                return b""
+            if _stopped_and_killed(s, home, name):
+                return None
+            s.settimeout(min(STILL_S, max(0.01, deadline - time.monotonic())))
+            continue
+        if not chunk:
+            break
+        answer += chunk
+    return answer
+
+
+def _stopped_and_killed(s, home: bytes, name: bytes) -> bool:
+    """Whether the peer (the watcher, from SO_PEERCRED) was stopped and is killed now."""
+    import _socket
+    try:
+        cred = s.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        pid = int.from_bytes(cred[:4], sys.byteorder)
+        project_id = int(name[1:-5])                     # p<id>.sock
+    except (OSError, ValueError):
+        return False
+    from rewind import stalled
+    if not stalled.stopped(pid):
+        return False                                     # (the cheap look first: a slow one is left be)
+    import os
+    return stalled.take_over(os.fsdecode(home), project_id, [pid], "it served a hook")
 
 
 def _recv(s, deadline: float) -> bytes:

@@ -14,7 +14,11 @@ Ignored directories are never watched (inotify watches are a limited resource) a
 symlinks are never followed. One watcher per project (a lock), a heartbeat every second;
 in the background it outlives the sessions that started it (an agent that starts a session
 per prompt would otherwise pay a full scan per prompt) and exits after an idle time, or
-when the project or rewind's data directory is gone.
+when the project or rewind's data directory is gone, or the project's directory was
+replaced by another (renamed away, a new one made at its path). A lost watch is written
+with the batch that carries its anchor: the very next hook distrusts the watcher. A
+watcher stopped in a served call, or holding the project lock, is killed by the hook that
+waits for it (rewind/stalled.py).
 
 It serves the project's hooks over a private socket (serve.py): a hook is then a thin
 client, and the event is recorded here, warm. Its first scan runs on a thread of its own;
@@ -59,6 +63,7 @@ class Watcher(ShellWindows):
         self.stop_reason = "stopped"
         self.overflow_ns: int | None = None
         self.limit_hit = False
+        self.limit_unsaved = False               # a lost watch its batch has not written yet
         self.group = None
         self.events = 0
         from rewind.capture.procs import Commands
@@ -73,6 +78,8 @@ class Watcher(ShellWindows):
         self.server = None                       # the hooks it serves (serve.py), once ready
         self._catalogs: list[Catalog] = []
         self.answers = Answers(project_id)       # this process's own cookies, answered in memory
+        from rewind.watch.report import Report
+        self.report = Report(root, foreground=not background)   # what it says, and where
 
     @property
     def catalog(self) -> Catalog:
@@ -104,7 +111,11 @@ class Watcher(ShellWindows):
         else:
             self.limit_hit = True
         with self.lock:
+            if what != "overflow":
+                self.limit_unsaved = True        # written with this anchor, in its transaction
             self.pending.append(("", "r", now, None))
+        if self.report is not None:
+            self.report.lost(what)
 
     def on_event(self, event) -> None:
         if not self.windows_loaded:
@@ -169,20 +180,21 @@ class Watcher(ShellWindows):
         with self.flush_lock:
             with self.lock:
                 batch, self.pending = self.pending, []
+                limit, self.limit_unsaved = self.limit_unsaved, False
             waiter = self.answers.take(cookie) if cookie is not None else None
             if waiter is None:
                 if batch or cookie is not None:
-                    self._write(batch, cookie)
+                    self._write(batch, cookie, limit)
                 return
             seq = None
             try:
                 if batch:
-                    self._write(batch, None)
+                    self._write(batch, None, limit)
                 seq = self.catalog.last_event_seq(self.project_id)
             finally:
                 waiter.answer(seq)              # None: the caller scans the whole tree at once
 
-    def _write(self, batch: list, cookie: str | None) -> None:
+    def _write(self, batch: list, cookie: str | None, limit: bool = False) -> None:
         merged: dict[str, tuple[str, int, str | None]] = {}
         rank = {"m": 0, "c": 1, "r": 2}
         for rel, kind, ts, writer in batch:
@@ -190,7 +202,7 @@ class Watcher(ShellWindows):
             if prev is not None and rank[prev[0]] > rank[kind]:
                 kind = prev[0]
             merged[rel] = (kind, ts, writer)
-        self.catalog.add_watch_events(self.project_id, merged, cookie)
+        self.catalog.add_watch_events(self.project_id, merged, cookie, os.getpid() if limit else None)
         self.events += len(merged)
 
     # -- life --------------------------------------------------------------------------
@@ -253,7 +265,9 @@ class Watcher(ShellWindows):
                     from rewind.log import log
                     log(f"watch {watcher.root}: event {event!r} failed", e)
 
+        self.report.take_logging()
         self.register(self.catalog)
+        root_id = _identity(self.root)           # a root replaced under it is another directory
         started = clock.wall_ns()
         self.watching_since = started            # before the watches: windows open from here are loaded
         observer = Observer()
@@ -290,8 +304,16 @@ class Watcher(ShellWindows):
                     if self.idle_s is not None and self.idle_for(self.catalog, started) >= self.idle_s:
                         self.stop_reason = "idle"
                         break
-                    if not os.path.isdir(self.root):
+                    now_id = _identity(self.root)
+                    if now_id is None:
                         self.stop_reason = "the project directory is gone"
+                        break
+                    if now_id != root_id:
+                        # renamed away and another put in its place: these watches see the
+                        # old one, and the hooks' cookies in the new one would go unanswered
+                        # (each hook waiting COOKIE_TIMEOUT_S); the next prompt starts a
+                        # watcher on the new one
+                        self.stop_reason = "the project directory was replaced"
                         break
                     if not os.path.isdir(self.home):
                         self.stop_reason = "rewind's data directory is gone"
@@ -373,6 +395,16 @@ class Watcher(ShellWindows):
         deadline = time.monotonic() + CALL_FIRST_S
         while server.serve_lock.locked() and time.monotonic() < deadline:
             time.sleep(0.002)
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the directory at `path`, None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    import stat
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 class Answers:

@@ -378,7 +378,7 @@ def test_watch_in_the_foreground_and_its_controls(tmp_path):
     write(root, "a.txt", "a")
     run_rewind("save", cwd=root, check=0)
     env = {**os.environ, "REWIND_WATCH": "0"}
-    proc = subprocess.Popen([*REWIND, "watch"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([*REWIND, "watch"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, env=env)
     try:
         wait_ready(root)
