@@ -15,6 +15,8 @@ Rules, newest first:
 - a shortened `ring_size` or `retention_days` (an agent can write `.rewind.toml`) hides
   what it would drop and deletes nothing until the user runs `rewind gc`; a setting that
   did not change evicts as usual. What was applied last is remembered per project;
+- the saves an agent's tool ran (`rewind save` from its shell) count in a ring of their
+  own, of the same size: a loop of them never pushes the person's checkpoints out;
 - while the newest checkpoint is a rewind's safety checkpoint, the checkpoint that rewind
   restored is kept, ring or age: a rewind into a full ring never evicts its own target
   (the ring is one over until the next checkpoint).
@@ -28,8 +30,8 @@ from collections import namedtuple
 from rewind.config import Settings
 from rewind.structs import dataclass
 
-CheckpointAge = namedtuple("CheckpointAge", "number created_ns kind restore_target hidden_ns",
-                           defaults=(None,))
+CheckpointAge = namedtuple("CheckpointAge", "number created_ns kind restore_target hidden_ns by_agent",
+                           defaults=(None, False))
 CONFIRM_NS = 86400 * 10**9        # an expiry must hold this long before gc deletes
 
 
@@ -64,7 +66,10 @@ def decide(checkpoints: list[CheckpointAge], now_ns: int, ring_size: int, retent
                  and not apply_shortened)
     days = retention_ns / 86400e9
     out = []
-    for rank, cp in enumerate(ordered):
+    ranks = {False: 0, True: 0}
+    for cp in ordered:
+        mine = bool(cp.by_agent)
+        rank, ranks[mine] = ranks[mine], ranks[mine] + 1
         if cp.number == pinned:
             out.append(Verdict(cp.number, True, "restored by the newest rewind"))
         elif rank >= ring_size:
@@ -100,7 +105,7 @@ def enforce(catalog, project_id: int, settings: Settings, now_ns: int, dry_run: 
     again what the clock no longer expires. Returns what changes: the verdicts that drop,
     newly hide or show again (and one numbered 0 when the applied settings move on)."""
     rows = catalog.retention_rows(project_id)
-    ages = [CheckpointAge(*r[:5]) for r in rows]
+    ages = [CheckpointAge(*r[:5], bool(r[6])) for r in rows]
     was_hidden = {r[0]: r[4] for r in rows if r[4] is not None}
     applied = _applied(catalog, project_id)
     verdicts = decide(ages, now_ns, settings.ring_size, settings.retention_ns, applied, confirm, apply_shortened)

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
+# the same list as rewind/history/guard.py MARKERS (tests/history/test_protection.py checks it)
 AGENT_MARKERS = {"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "GEMINI_CLI", "COPILOT_CLI", "CODEX_SANDBOX",
+                 "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID", "CODEX_CI",
                  "CODEX_MANAGED_BY_NPM", "QWEN_CODE", "CURSOR_AGENT", "OPENCODE", "CLINE_ACTIVE"}
 
 @pytest.fixture(autouse=True)

@@ -123,6 +123,18 @@ def agent_pid() -> int | None:
     return hook_chain()[0]
 
 
+def ancestors(pid: int | None = None, limit: int = 256) -> list[int]:
+    """The parent, grandparent, ... of `pid` (this process by default), up to init; empty
+    where /proc cannot be read. A process that was re-parented (setsid and a double fork)
+    has lost its true ancestors: history/guard.py says what protects the history then."""
+    out: list[int] = []
+    cur = os.getppid() if pid is None else (_ppid(pid) or 0)
+    while cur > 1 and len(out) < limit and cur not in out:
+        out.append(cur)
+        cur = _ppid(cur) or 0
+    return out
+
+
 class _Window:
     __slots__ = ("id", "agent", "mark", "hooks", "waiting", "why", "first")
 

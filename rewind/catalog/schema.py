@@ -236,6 +236,23 @@ MIGRATIONS = [
     """
     INSERT OR REPLACE INTO meta(key, value) VALUES ('object_codecs', 'raw zlib zstd');
     """,
+    # 7: history belongs to the person (issue "never lose a byte, round two"): what the
+    # commands that delete history took, kept a day (history/gc.py TRASH_NS), and the checkpoint
+    # numbers a purge rewrote
+    """
+    CREATE TABLE trash (
+        id INTEGER PRIMARY KEY,
+        batch INTEGER NOT NULL,
+        project_id INTEGER NOT NULL,
+        number INTEGER NOT NULL,
+        tree TEXT NOT NULL,
+        trashed_ns INTEGER NOT NULL,
+        why TEXT NOT NULL,
+        checkpoint TEXT NOT NULL,
+        changes TEXT NOT NULL
+    );
+    CREATE INDEX trash_batch ON trash(batch);
+    """,
 ]
 
 

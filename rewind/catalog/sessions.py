@@ -155,6 +155,16 @@ class SessionsMixin:
             "SELECT id FROM windows WHERE project_id=? AND kind='bash' AND closed_ns > ?",
             (project_id, after_ns))}
 
+    def agent_processes(self) -> list[tuple[int, str, str]]:
+        """(agent pid, agent, session id) of every agent process that has a shell window
+        open, or a session that has not ended, in any project of the store: an agent can
+        `cd` elsewhere before it runs rewind (history/guard.py)."""
+        return self.db.execute(
+            "SELECT DISTINCT w.agent_pid, w.agent, w.session_id FROM windows w "
+            "LEFT JOIN sessions s ON s.agent=w.agent AND s.session_id=w.session_id "
+            "WHERE w.kind='bash' AND w.agent_pid IS NOT NULL "
+            "AND (w.closed_ns IS NULL OR (s.session_id IS NOT NULL AND s.ended_ns IS NULL))").fetchall()
+
     # -- pre-images and observations ---------------------------------------------------
     def add_preimage(self, project_id: int, base: int | None, path: str, oid: str, tool: str,
                      tool_use_id: str | None, session_id: str, ts: int) -> None:

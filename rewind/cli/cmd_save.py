@@ -15,11 +15,19 @@ from rewind.cli.options import ProjectOpt
 def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
     project = project_for(project_dir, create=True)
     try:
+        from rewind import config
+        from rewind.history.guard import from_agent
+        # a save from an agent's tool never evicts a checkpoint: a loop of saves must not
+        # push the person's history out of the ring (the next prompt's checkpoint applies it)
+        settings = None if from_agent(project.catalog) else config.LOAD
         tick = render.progress("save")
         try:
             from rewind.text import unbroken
             cp, result = capture(project, "manual", message=unbroken(message) if message else message,
-                                 full=True, progress=tick)
+                                 full=True, progress=tick, settings=settings)
+            if settings is None:         # and it counts in a ring of its own (retention.py)
+                with project.catalog.transaction():
+                    project.catalog.set_stats(project.id, cp.number, dict(cp.stats, by_agent=True))
         finally:
             if tick is not None:
                 tick.close()

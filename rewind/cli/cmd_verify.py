@@ -78,17 +78,23 @@ def _drop_damaged(report, project_dir: str, yes: bool) -> int:
     if not numbers:
         render.out("No damaged checkpoint to drop.")
         return 0 if report.ok else 1
-    render.out(f"Checkpoints that cannot be given back whole: {', '.join(map(str, numbers))}.")
-    confirm(yes, f"Forget these {len(numbers)} checkpoint(s)?")
     project = project_for(project_dir)
     try:
+        from rewind.history.guard import refuse_from_agent
+        refuse_from_agent(project.catalog, "`rewind verify --drop-damaged`",
+                          f"rewind verify --drop-damaged --project {project.root}")
+        render.out(f"Checkpoints that cannot be given back whole: {', '.join(map(str, numbers))}.")
+        confirm(yes, f"Forget these {len(numbers)} checkpoint(s)?")
+        from rewind.clock import now_ns
         from rewind.lock import project_lock
         with project_lock(project.home, project.id, timeout=30):
             with project.catalog.transaction():
-                project.catalog.drop_checkpoints(project.id, numbers)
+                batch = project.catalog.trash_checkpoints(project.id, numbers, "rewind verify --drop-damaged",
+                                                          now_ns())
     finally:
         project.close()
-    render.out(f"Forgot checkpoint(s) {', '.join(map(str, numbers))}; the next gc frees what only they held.")
+    render.out(f"Forgot checkpoint(s) {', '.join(map(str, numbers))}; they stay in the trash for a day "
+               f"(`rewind trash --restore {batch}`), then gc frees what only they held.")
     return 0
 
 

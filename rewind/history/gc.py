@@ -4,10 +4,11 @@ Safe while hooks write (DESIGN.md "retention"), in this order:
 1. `start`: the filesystem's clock, read before anything else (`plan_gc`). Objects whose
    mtime is not older than `start` are never swept (a writer's fresh or reused object:
    `Store.put` refreshes the mtime of one it reuses).
-2. The catalog rows go first: each project's policy is enforced, and caches older than
-   the retention are cleared.
+2. The catalog rows go first: each project's policy is enforced, caches older than the
+   retention are cleared, and the trash's batches older than a day (`TRASH_NS`, on the
+   retention's clock) are emptied; what a settings change hid goes to the trash first.
 3. Mark, beside the hooks (the long part): every tree of every kept checkpoint, the last
-   scanned trees, the pre-images and the stat cache's ids. A checkpoint tree that cannot
+   scanned trees, the pre-images, the stat cache's ids and the trash's trees. A checkpoint tree that cannot
    be read stops gc before anything is deleted.
 4. Then the store lock, exclusive. Every writer holds it shared from its first catalog
    read to its commit, so while gc holds it no writer is in flight: gc reads the roots
@@ -54,6 +55,7 @@ from rewind.store.tree import DIR, FILE, LARGE, LINK
 from rewind.structs import dataclass, field
 
 BARRIER_TIMEOUT_S = 120.0
+TRASH_NS = 86400 * 10**9         # what a command that deletes history took stays this long
 
 
 @dataclass
@@ -74,6 +76,7 @@ class GcReport:
     packed_dead_bytes: int = 0
     packs_merged: int = 0        # small packs whose referenced objects went into one
     temp_files_removed: int = 0
+    trash_emptied: int = 0       # trashed checkpoints past their day, given up
     seconds: float = 0.0
     seconds_exclusive: float = 0.0   # how long hooks had to wait for the sweep
     # the store once gc is done (a dry run: as it is now), counted as `status` counts it
@@ -97,13 +100,15 @@ class GcPlan:
     config_problems: list[str] = field(default_factory=list)
     held: str | None = None                               # why nothing would be swept
     preview: SweepCounts | None = None                    # dry run: steps 3-6 as they would go
+    shortened: dict = field(default_factory=dict)         # project id -> numbers only a shortened setting drops
+    trash_expired: int = 0                                # trashed checkpoints past their day
     home: str = ""
 
     def report(self) -> GcReport:
         """The plan as a dry run reports it (`gc --dry-run`, its text and JSON)."""
         objects, size = totals(self.home)
         return GcReport(True, iso(self.now_ns), self.dropped, self.hidden, self.held, self.config_problems,
-                        **(self.preview or SweepCounts()).__dict__,
+                        **(self.preview or SweepCounts()).__dict__, trash_emptied=self.trash_expired,
                         seconds=round(time.monotonic() - self.began, 3), store_objects=objects, store_bytes=size)
 
 
@@ -154,6 +159,8 @@ def mark(store: Store, roots: dict[str, list], progress: Progress | None = None,
             progress("marking", i + 1, len(cps))
     for tree in roots["last_trees"]:
         walk(tree, False, "the last scan")
+    for tree in roots.get("trashed", ()):
+        walk(tree, False, "the trash")
     marked.update(roots["preimages"])
     for kind, oid in roots["cached"]:
         if kind == DIR:
@@ -217,14 +224,23 @@ def plan_gc(home: str, catalog: Catalog, dry_run: bool = False, progress: Progre
         with catalog.transaction():
             changed = enforce(catalog, pid, settings, plan.now_ns, dry_run=True, confirm=True,
                               apply_shortened=not auto)
+            if not auto:       # what only the shortened setting drops (it goes to the trash)
+                usual = enforce(catalog, pid, settings, plan.now_ns, dry_run=True, confirm=True)
+                gone = {v.number for v in usual if not v.keep and not v.hide}
+                only = sorted(v.number for v in changed if not v.keep and not v.hide and v.number not in gone)
+                if only:
+                    plan.shortened[pid] = only
         would_drop.update((pid, n) for n in _note(plan, root, changed))
     lost = catalog.any_lost()
     if lost:
         plan.held = _lost(lost)
+    kept_trash, plan.trash_expired = catalog.trash_kept(plan.now_ns - TRASH_NS)
     if dry_run and not lost:
         plan.preview = counts = SweepCounts()
         roots = catalog.roots()
-        roots["checkpoints"] = [r for r in roots["checkpoints"] if (r[0], r[1]) not in would_drop]
+        roots["trashed"] = kept_trash
+        roots["checkpoints"] = [r for r in roots["checkpoints"] if (r[0], r[1]) not in would_drop
+                                or r[1] in plan.shortened.get(r[0], ())]      # to the trash
         marked = mark(store, roots, progress, unread=set())
         small = _sweep(home, marked, plan.start_ns, counts, True, progress)
         merge_small(home, small, marked, counts, True)
@@ -246,8 +262,14 @@ def apply(plan: GcPlan, home: str, catalog: Catalog, progress: Progress | None =
     report = GcReport(dry_run=False, started_at=iso(plan.now_ns), config_problems=list(plan.config_problems))
     recover_trash(home)        # what a killed gc left: back in place, decided again below
     now = plan.now_ns
+    with catalog.transaction():
+        report.trash_emptied = catalog.empty_trash(now - TRASH_NS)
     for pid, root, settings in plan.policies:
         with catalog.transaction():
+            shortened = plan.shortened.get(pid)
+            if shortened:      # the person's gc applies a shortened setting: to the trash first
+                catalog.trash_checkpoints(pid, shortened, "a shortened ring_size or retention_days "
+                                                          "applied by `rewind gc`", now, drop=False)
             changed = enforce(catalog, pid, settings, now, confirm=True, apply_shortened=not plan.auto)
             # never before the oldest checkpoint still there (hidden ones too): a clock
             # far ahead prunes nothing a checkpoint may need

@@ -26,7 +26,7 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
     db.close()
     cat = catmod.Catalog(str(home))
     try:
-        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "6"
+        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "7"
         assert cat.meta("object_codecs") == "raw zlib zstd"
         assert cat.checkpoint(1, 1).tree == "abc"
         st = cat.scan_state(1)
@@ -41,7 +41,7 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
     finally:
         cat.close()
     cat = catmod.Catalog(str(home))           # opening it again changes nothing
-    assert cat.meta("schema_version") == "6"
+    assert cat.meta("schema_version") == "7"
     cat.close()
     assert os.path.exists(home / CATALOG_NAME)
 
@@ -59,7 +59,7 @@ def test_a_version_3_catalog_gets_hook_counts(tmp_path):
     db.close()
     cat = catmod.Catalog(str(home))
     try:
-        assert cat.meta("schema_version") == "6"
+        assert cat.meta("schema_version") == "7"
         assert cat.hook_counts(1)["standalone"] == 0
         cat.count_standalone_hook(1, "no watcher", 7)
         with cat.transaction():          # the count rides on the hook's own transaction

@@ -283,6 +283,8 @@ def test_every_json_output_of_a_recorded_session_keeps_its_golden_shape(recorded
     problems += check("status", ["status", "--json"], after_gc, root)
     problems += check("status-all", ["status", "--all", "--json"], after_gc, root)
     problems += check("forget", ["forget", "--yes", "--json"], after_gc, root)
+    problems += check("trash", ["trash", "--json"], after_gc + "; then `rewind forget --yes`", root,
+                      each=("$", "$[*].checkpoints"))
     assert not problems, "\n".join(problems)
 
 

@@ -159,3 +159,27 @@ def test_the_first_prompt_in_a_big_fresh_tree_does_not_wait_and_its_checkpoint_i
     assert fingerprint(proj, skip=(".git", ".claude")) == final
     log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
     assert not log.exists(), log.read_text()
+
+
+def test_a_real_claude_code_bash_tool_cannot_forget_the_history(tmp_path):
+    """Issue "never lose a byte, round two", item 3: the agent's own Bash tool runs
+    `rewind forget --yes` (CLAUDECODE is set there, and the shell descends from Claude
+    Code's process, whose shell window is open): refused, every checkpoint still listed."""
+    rewind = " ".join(REWIND)
+    scenario = {"description": "a prompt injection's one line", "setup": {"files": {"a.txt": "a\n"}},
+                "prompts": [
+                    {"prompt": "Write b.", "turns": [
+                        {"tool_uses": [{"name": "Write", "input": {"file_path": "<PROJECT_DIR>/b.txt",
+                                                                   "content": "b\n"}}]},
+                        {"text": "Done."}]},
+                    {"prompt": "Clean up the history.", "turns": [
+                        {"tool_uses": [{"name": "Bash", "input": {
+                            "command": f"{rewind} forget --yes > forget.out 2>&1; echo rc=$? >> forget.out",
+                            "description": "forget"}}]},
+                        {"text": "Done."}]}]}
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    proj = _run(tmp_path, path, "stream")
+    out = (proj / "forget.out").read_text()
+    assert "rc=1" in out and "deletes history" in out and "your own terminal" in out, out
+    assert [c["kind"] for c in json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)] == ["prompt"] * 2

@@ -83,7 +83,8 @@ def test_gc_deletes_a_pack_only_when_nothing_in_it_is_referenced(tmp_path):
     other = tmp_path / "other"
     write(other, "a.txt", "a")
     run_rewind("save", cwd=other, check=0)
-    out = json.loads(run_rewind("forget", "--project", str(root), "--yes", "--json", cwd=other, check=0).stdout)
+    out = json.loads(run_rewind("forget", "--project", str(root), "--yes", "--now", "--json", cwd=other,
+                                check=0).stdout)
     assert packs(home) == [] and out["gc"]["objects_swept"] >= 600
     assert json.loads(run_rewind("verify", "--json", cwd=other, check=0).stdout)["ok"]
 
