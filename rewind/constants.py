@@ -20,3 +20,6 @@ COOKIE_PREFIX = TMP_PREFIX + "cookie-"   # a hook's sync cookie or window marker
 KINDS = ("prompt", "manual", "rewind")
 SOURCES = ("tool", "bash", "external", "rewind", "unknown")
 FLAGS = ("symlink", "outside", "large", "hardlink", "binary", "mode", "ignored", "git", "unrecorded")
+
+STALL_S = 2.0     # what a stopped watcher may cost a hook before it is killed (stalled.py, README)
+STILL_S = 0.5     # seen stopped twice this far apart: not a job being continued

@@ -17,12 +17,10 @@ import os
 import time
 from contextlib import contextmanager
 
-from rewind.constants import LOCKS_DIR
+from rewind.constants import LOCKS_DIR, STALL_S, STILL_S
 from rewind.errors import StoreLocked
 from rewind.fsutil import ensure_private_dir
 
-STALL_S = 2.0       # stalled.STALL_S (not imported here: only a long wait loads that module)
-STILL_S = 0.5
 RETRIES_S = 5.0     # a try that follows the last within this continues its wait
 
 

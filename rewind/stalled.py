@@ -23,8 +23,8 @@ import os
 import signal
 import time
 
-STALL_S = 2.0            # what a stopped watcher may cost a hook before it is killed (README)
-STILL_S = 0.5            # seen stopped twice this far apart: not a job being continued
+from rewind.constants import STALL_S, STILL_S
+
 GONE_S = 2.0             # a SIGKILLed process is gone within this (it cannot refuse)
 
 

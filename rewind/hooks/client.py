@@ -34,8 +34,8 @@ OFFER_TIMEOUT_S = 2.0
 # hook timeouts (120 s): a hook the agent kills records nothing. A watcher stopped in the
 # call is killed after STALL_S (rewind/stalled.py), and the hook does the work itself.
 ANSWER_TIMEOUT_S = 100.0
-STALL_S = 2.0                   # stalled.STALL_S (that module is loaded only when a call lasts this long)
-STILL_S = 0.5
+STALL_S = 2.0                   # constants.STALL_S: this module imports nothing of rewind's (a test keeps them equal)
+STILL_S = 0.5                   # constants.STILL_S
 MAX_PAYLOAD = 64 * 1024 * 1024  # entry.MAX_PAYLOAD: a larger payload goes to entry, which logs it
 RUN_DIR = "run"                 # in the data dir, 0700: a socket per watched project, and its root
 SUN_PATH_MAX = 107              # sockaddr_un's path, less its NUL

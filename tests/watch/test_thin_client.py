@@ -33,6 +33,16 @@ def test_the_clients_agents_are_the_adapters():
     assert client.AGENTS == tuple(ADAPTERS)
 
 
+def test_the_clients_copies_of_shared_values_equal_their_homes():
+    """The client imports nothing of rewind's, so it keeps copies: they must not drift."""
+    from rewind import constants
+    from rewind.hooks import entry
+    assert (client.STALL_S, client.STILL_S) == (constants.STALL_S, constants.STILL_S)
+    assert client.MAX_PAYLOAD == entry.MAX_PAYLOAD
+    from rewind.hooks import reserve             # entry keeps its name to skip the import
+    assert entry.RESERVE == reserve.NAME
+
+
 def _b(env: dict[str, str]) -> dict[bytes, bytes]:
     return {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
 
