@@ -27,7 +27,7 @@ from rewind.catalog.sessions import SessionsMixin
 from rewind.catalog.statcache import StatCacheMixin
 from rewind.catalog.trash import TrashMixin
 from rewind.catalog.watch import WatchMixin
-from rewind.constants import CATALOG_NAME, SCHEMA_VERSION
+from rewind.constants import CATALOG_NAME, SCHEMA_VERSION, STALL_S
 from rewind.errors import SchemaTooNew
 
 BUSY_TIMEOUT_S = 30
@@ -153,22 +153,35 @@ class _Txn:
         self.catalog = catalog
 
     def __enter__(self):
-        try:
+        if self.catalog is None:
             self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:
-            # locked past the busy timeout: by a watcher stopped in a transaction (SIGSTOP,
-            # a debugger)? It is killed (rewind/stalled.py verifies it) and this goes on
-            if self.catalog is None or "locked" not in str(e):
-                raise
-            from rewind.stalled import free_catalog
-            if not free_catalog(self.catalog.home):
-                raise
-            self.db.execute("BEGIN IMMEDIATE")
+        else:
+            self._begin()
         if self.catalog is not None and self.catalog._riders:
             riders, self.catalog._riders = self.catalog._riders, []
             for sql, args in riders:
                 self.db.execute(sql, args)
         return self.db
+
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE, waiting STALL_S at first: a write lock held that long may be a
+        watcher stopped in a transaction (SIGSTOP, a debugger), which is killed
+        (rewind/stalled.py verifies it: its watcher lock, its command line, stopped twice);
+        any other holder, a gc or a long commit, is waited for up to BUSY_TIMEOUT_S in all.
+        The busy timeout is a connection setting: two pragmas, a few microseconds."""
+        self.db.execute(f"PRAGMA busy_timeout={int(STALL_S * 1000)}")
+        try:
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e):
+                    raise
+                from rewind.stalled import free_catalog
+                free_catalog(self.catalog.home)
+                self.db.execute(f"PRAGMA busy_timeout={int((BUSY_TIMEOUT_S - STALL_S) * 1000)}")
+                self.db.execute("BEGIN IMMEDIATE")
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:

@@ -25,6 +25,7 @@ from rewind.stalled import holders, proc_state
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 
+CATALOG_BOUND_S = 20       # under SQLite's 30 s busy timeout, ten times STALL_S
 HOOK_BOUND_S = 60          # generous: the bound is STALL_S; the old waits were 600 s and 60 s
 
 
@@ -41,8 +42,8 @@ def start_hook(p: dict, root: Path, **env) -> subprocess.Popen:
     return proc
 
 
-def finish(proc: subprocess.Popen) -> None:
-    out, _ = proc.communicate(timeout=HOOK_BOUND_S)
+def finish(proc: subprocess.Popen, bound: float = HOOK_BOUND_S) -> None:
+    out, _ = proc.communicate(timeout=bound)
     assert proc.returncode == 0 and out == b""
 
 
@@ -316,7 +317,8 @@ def test_a_stopped_watcher_in_a_catalog_transaction_is_killed_and_the_hook_goes_
         until_stopped(w.pid)
         write(root, "late.txt", "after")
         proc = start_hook(payload("UserPromptSubmit", root), root, REWIND_WATCH="0")
-        finish(proc)                                 # the busy timeout (30 s), then on
+        # STALL_S, then the kill: SQLite's whole busy timeout (30 s) would exceed this bound
+        finish(proc, bound=CATALOG_BOUND_S)
         assert w.wait(timeout=30) == -signal.SIGKILL
     finally:
         if w.poll() is None:
