@@ -181,3 +181,40 @@ def wait_ready(root, timeout: float = 20) -> dict:
             return row
         time.sleep(0.05)
     raise AssertionError(f"watcher of {root} not ready: {state(root)}")
+
+
+RESUME_PROMPT = "What did we do so far?"
+
+
+def resume_with_mock(claude: str, harness, proj, config_dir, session_id: str, tmp_path) -> list[str]:
+    """`claude -p --resume SESSION_ID` against the harness's mock of the model API, which
+    answers one prompt: the messages of each request that carried RESUME_PROMPT, as JSON
+    text (what the model was shown of the resumed conversation)."""
+    import json
+    import time
+    scenario = tmp_path / "cont.json"
+    scenario.write_text(json.dumps({"prompts": [{"prompt": RESUME_PROMPT,
+                                                 "turns": [{"text": "We made the app skeleton."}]}]}))
+    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
+    mock = subprocess.Popen([sys.executable, str(Path(harness) / "mock_anthropic.py"), "--scenario", str(scenario),
+                             "--project-dir", str(proj), "--port", "0", "--port-file", str(port_file),
+                             "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+        env.update(CLAUDE_CONFIG_DIR=str(config_dir), IS_SANDBOX="1",
+                   ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port_file.read_text().strip()}",
+                   ANTHROPIC_API_KEY="sk-ant-mock", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+        r = subprocess.run([claude, "-p", "--output-format", "json", "--dangerously-skip-permissions",
+                            "--resume", session_id, RESUME_PROMPT], cwd=proj, env=env,
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert json.loads(r.stdout.strip().splitlines()[-1])["session_id"] == session_id
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    bodies = [json.dumps(s["body"]["messages"]) for s in sent if s.get("method") == "POST" and "body" in s]
+    return [b for b in bodies if RESUME_PROMPT in b]

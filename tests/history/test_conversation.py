@@ -166,10 +166,9 @@ def test_real_claude_resumes_a_fork_of_a_transcript_with_a_cut_emoji(tmp_path):
     import shutil
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
-    from helpers import REWIND, run_rewind
+    from helpers import REWIND, resume_with_mock, run_rewind
 
     harness = Path(__file__).resolve().parents[3] / "shared" / "realclient"
     claude = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
@@ -196,31 +195,6 @@ def test_real_claude_resumes_a_fork_of_a_transcript_with_a_cut_emoji(tmp_path):
     for got in forked[:-1]:                       # each kept line is an original one, as it was
         assert got.replace(new, old) in lines and got.count(new) <= 1, got
     assert any(b"\\ud83d" in got for got in forked)
-    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
-    scenario = tmp_path / "cont.json"
-    scenario.write_text(json.dumps({"prompts": [{"prompt": "What did we do so far?",
-                                                 "turns": [{"text": "We made the app skeleton."}]}]}))
-    mock = subprocess.Popen([sys.executable, str(harness / "mock_anthropic.py"), "--scenario", str(scenario),
-                             "--project-dir", str(proj), "--port", "0", "--port-file", str(port_file),
-                             "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while not port_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
-        env.update(CLAUDE_CONFIG_DIR=str(transcript.parents[2]), IS_SANDBOX="1",
-                   ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port_file.read_text().strip()}",
-                   ANTHROPIC_API_KEY="sk-ant-mock", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-        r = subprocess.run([claude, "-p", "--output-format", "json", "--dangerously-skip-permissions",
-                            "--resume", new_id, "What did we do so far?"], cwd=proj, env=env,
-                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        assert r.returncode == 0, r.stderr[-2000:]
-        assert json.loads(r.stdout.strip().splitlines()[-1])["session_id"] == new_id
-    finally:
-        mock.terminate()
-        mock.wait(timeout=10)
-    sent = [json.loads(line) for line in log.read_text().splitlines()]
-    asked = [json.dumps(s["body"]["messages"]) for s in sent if s.get("method") == "POST" and "body" in s]
-    asked = [b for b in asked if "What did we do so far?" in b]
+    asked = resume_with_mock(claude, harness, proj, transcript.parents[2], new_id, tmp_path)
     assert asked and "Create the app skeleton" in asked[-1] and "I'll create the files." in asked[-1]
     assert "Bump the level" not in asked[-1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, fingerprint, run_rewind
+from helpers import REWIND, fingerprint, resume_with_mock, run_rewind
 
 HARNESS = Path(__file__).resolve().parents[3] / "shared" / "realclient"
 CLAUDE = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
@@ -82,33 +82,7 @@ def test_the_conversation_forks_to_before_a_checkpoint_and_claude_resumes_it(tmp
     assert (proj / "src/app.py").read_text() == "def main():\n    print('hello')\n"   # the files too
     assert transcripts[0].read_bytes() == original                                    # never modified
     # continue the forked session with the real CLI against a mock that answers one prompt
-    scenario = tmp_path / "cont.json"
-    scenario.write_text(json.dumps({"prompts": [{"prompt": "What did we do so far?",
-                                                 "turns": [{"text": "We made the app skeleton."}]}]}))
-    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
-    mock = subprocess.Popen([sys.executable, str(HARNESS / "mock_anthropic.py"), "--scenario", str(scenario),
-                             "--project-dir", str(proj), "--port", "0", "--port-file", str(port_file),
-                             "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        import time
-        deadline = time.monotonic() + 15
-        while not port_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
-        env.update(CLAUDE_CONFIG_DIR=str(transcripts[0].parents[2]), IS_SANDBOX="1",
-                   ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port_file.read_text().strip()}",
-                   ANTHROPIC_API_KEY="sk-ant-mock", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-        r = subprocess.run([CLAUDE, "-p", "--output-format", "json", "--dangerously-skip-permissions",
-                            "--resume", new_id, "What did we do so far?"], cwd=proj, env=env,
-                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        assert r.returncode == 0, r.stderr[-2000:]
-        assert json.loads(r.stdout.strip().splitlines()[-1])["session_id"] == new_id
-    finally:
-        mock.terminate()
-        mock.wait(timeout=10)
-    sent = [json.loads(line) for line in log.read_text().splitlines()]
-    bodies = [json.dumps(s["body"]["messages"]) for s in sent if s.get("method") == "POST" and "body" in s]
-    asked = [b for b in bodies if "What did we do so far?" in b]
+    asked = resume_with_mock(CLAUDE, HARNESS, proj, transcripts[0].parents[2], new_id, tmp_path)
     assert asked
     assert "Create the app skeleton" in asked[-1]                    # the conversation before checkpoint 2
     assert "Bump the level" not in asked[-1] and "Move the marker" not in asked[-1]   # nothing after it
