@@ -41,6 +41,9 @@ def test_the_clients_copies_of_shared_values_equal_their_homes():
     assert client.MAX_PAYLOAD == entry.MAX_PAYLOAD
     from rewind.hooks import reserve             # entry keeps its name to skip the import
     assert entry.RESERVE == reserve.NAME
+    from rewind import config
+    from rewind.capture import ignore              # it imports nothing of rewind's either
+    assert ignore._SETTINGS == config.PROJECT_FILE
 
 
 def _b(env: dict[str, str]) -> dict[bytes, bytes]:
