@@ -21,6 +21,14 @@ def spawn(args: list[str], cwd: str) -> None:
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, cwd=cwd)
 
 
+def spawn_watcher(root: str, idle_minutes: float | None = None) -> None:
+    """Start `rewind watch` for the project, detached (a no-op when one runs: it exits)."""
+    args = ["-m", "rewind", "watch", "--project", root, "--background"]
+    if idle_minutes is not None:
+        args += ["--idle-minutes", repr(idle_minutes)]
+    spawn(args, cwd="/")
+
+
 # -- gc by itself ------------------------------------------------------------------------
 
 def touch_stamp(home: str) -> None:
@@ -60,13 +68,13 @@ def spawn_if_due(home: str) -> bool:
 
 
 def spawn_recompress(home: str) -> None:
-    """`sweep.recompress` detached and niced: a first snapshot's raw packs rewritten
+    """`repack.recompress` detached and niced: a first snapshot's raw packs rewritten
     compressed, on whatever CPU the session leaves (zstd needs site-packages: no -S), once
-    the store is idle (sweep.wait_for_idle)."""
+    the store is idle (repack.wait_for_idle)."""
     import rewind
     src = os.path.dirname(os.path.dirname(os.path.abspath(rewind.__file__)))
     spawn(["-c", "import os, sys; os.nice(19); sys.path.insert(0, sys.argv[1]); "
-           "from rewind.store.sweep import recompress; recompress(sys.argv[2], wait=True)", src, home], cwd=home)
+           "from rewind.store.repack import recompress; recompress(sys.argv[2], wait=True)", src, home], cwd=home)
 
 
 def spawn_merge(home: str) -> None:
@@ -74,4 +82,4 @@ def spawn_merge(home: str) -> None:
     import rewind
     src = os.path.dirname(os.path.dirname(os.path.abspath(rewind.__file__)))
     spawn(["-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-           "from rewind.store.sweep import merge_packs; merge_packs(sys.argv[2])", src, home], cwd=home)
+           "from rewind.store.repack import merge_packs; merge_packs(sys.argv[2])", src, home], cwd=home)

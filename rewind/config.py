@@ -18,11 +18,10 @@ from __future__ import annotations
 import os
 
 from rewind import locations
-from rewind.constants import RETENTION_DAYS, RING_SIZE
+from rewind.constants import PROJECT_FILE, RETENTION_DAYS, RING_SIZE
 from rewind.errors import RewindError
 from rewind.structs import dataclass
 
-PROJECT_FILE = ".rewind.toml"
 USER_FILE = "config.toml"
 
 

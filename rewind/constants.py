@@ -15,6 +15,7 @@ LOCKS_DIR = "locks"
 LOG_NAME = "rewind.log"
 
 TMP_PREFIX = ".rewind-tmp-"       # temporary files a restore writes inside the project
+PROJECT_FILE = ".rewind.toml"     # a project's settings (config.py), recorded like the ignore files
 COOKIE_PREFIX = TMP_PREFIX + "cookie-"   # a hook's sync cookie or window marker (watch/daemon.py)
 
 KINDS = ("prompt", "manual", "rewind")
@@ -23,3 +24,7 @@ FLAGS = ("symlink", "outside", "large", "hardlink", "binary", "mode", "ignored",
 
 STALL_S = 2.0     # what a stopped watcher may cost a hook before it is killed (stalled.py, README)
 STILL_S = 0.5     # seen stopped twice this far apart: not a job being continued
+
+HEARTBEAT_STALE_S = 5.0   # the watcher's heartbeat older than this: it is gone, its first scan not running
+COARSE_MTIME_NS = 2 * 10**9   # FAT's mtime granularity, the coarsest a project may have: a file
+                              # changed this recently may change again with the same stat

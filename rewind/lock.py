@@ -22,6 +22,8 @@ from rewind.errors import StoreLocked
 from rewind.fsutil import ensure_private_dir
 
 RETRIES_S = 5.0     # a try that follows the last within this continues its wait
+LOCK_TIMEOUT_S = 30.0       # a command's wait for a lock, then StoreLocked (exit 11)
+SCAN_LOCK_TIMEOUT = 60.0    # a hook's wait for the lock of its scan or of a store write
 
 
 def _open(home: str, name: str) -> int:
@@ -67,7 +69,7 @@ def _acquire(fd: int, op: int, timeout: float, what: str, stalled=None, name: st
 
 
 @contextmanager
-def store_lock(home: str, exclusive: bool = False, timeout: float = 30.0, what: str = "the store"):
+def store_lock(home: str, exclusive: bool = False, timeout: float = LOCK_TIMEOUT_S, what: str = "the store"):
     fd = _open(home, "store.lock")
     try:
         _acquire(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, timeout, what)
@@ -77,7 +79,7 @@ def store_lock(home: str, exclusive: bool = False, timeout: float = 30.0, what: 
 
 
 @contextmanager
-def project_lock(home: str, project_id: int, timeout: float = 30.0, what: str = "the project"):
+def project_lock(home: str, project_id: int, timeout: float = LOCK_TIMEOUT_S, what: str = "the project"):
     """Exclusive lock for everything that writes a project's checkpoints or its tree. A
     stopped watcher holding it is killed once the wait has lasted STALL_S (stalled.py)."""
     def stalled() -> bool:

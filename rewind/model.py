@@ -1,4 +1,5 @@
-"""Values every layer shares: a checkpoint as the catalog holds it, and one change under it.
+"""Values every layer shares: a checkpoint as the catalog holds it, one change under it, who
+made it (`Source`), and the tree as last scanned (`ScanState`).
 
 Plain records (`rewind.structs`, cheap enough for the hook path); the catalog reads and
 writes them, capture and history build and consume them, the CLI renders them.
@@ -49,3 +50,81 @@ class ChangeRow:
     # a restore's change: who wrote the content it put back, and from which checkpoint
     # ({"checkpoint": N, "source": ..., "tool": ..., "command": ..., "session_id": ...})
     restored: dict | None = None
+
+    @classmethod
+    def placeholder(cls, path: str, status: str = "modified", **fields) -> ChangeRow:
+        """A change no tree entry stands behind (a write outside the trees or to an ignored path,
+        a git move, who wrote the content a restore put back): kinds, modes, object ids and
+        sizes are None unless given in `fields`."""
+        sides = dict.fromkeys(("old_kind", "new_kind", "old_mode", "new_mode", "old_oid", "new_oid",
+                               "old_size", "new_size"))
+        return cls(path=path, status=status, **{**sides, **fields})
+
+
+@dataclass(frozen=True)
+class ToolWindow:
+    """A tool call's window as the catalog holds it: opened by its Pre event, closed by its
+    Post event (or the next prompt). `kind` "bash" is a shell command (`command`), "tool" an
+    edit tool on one `target` (project-relative) whose Post event stored the hash of what it
+    wrote (`post_oid`, "" for no file)."""
+    id: int
+    agent: str
+    session_id: str
+    agent_id: str | None
+    tool_use_id: str | None
+    tool: str | None
+    kind: str
+    command: str | None
+    target: str | None
+    opened_ns: int
+    closed_ns: int | None
+    post_oid: str | None
+    failed: int | None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Who made a change (attribution.py): `source` is tool | bash | external | unknown |
+    rewind, with the tool, the shell command and the session when known, and the flags it
+    adds to the change (`ambiguous`: several shell windows could have made it)."""
+    source: str
+    tool: str | None = None
+    command: str | None = None
+    session_id: str | None = None
+    flags: tuple = ()
+
+    @classmethod
+    def rewind(cls) -> "Source":
+        """Every change a restore wrote."""
+        return cls("rewind")
+
+    def put_on(self, row: "ChangeRow") -> None:
+        """Make this the source of `row`, adding the flags it lacks."""
+        row.source, row.tool, row.command, row.session_id = self.source, self.tool, self.command, self.session_id
+        row.flags = row.flags + [f for f in self.flags if f not in row.flags]
+
+
+@dataclass(frozen=True)
+class ScanState:
+    """The tree as last scanned, as the catalog keeps it per project: its tree and when the
+    scan ended (`last_scan_ns`) and began (`scan_start_ns`: the base the watcher's events
+    build on), how far into the watcher's events it read (`consumed_seq`), its figures
+    (`last_stats`, JSON text), and the counts `watch --status` shows."""
+    last_tree: str | None = None
+    last_scan_ns: int = 0
+    scan_start_ns: int = 0
+    consumed_seq: int = 0
+    last_stats: str | None = None
+    full_scans: int = 0
+    quick_scans: int = 0
+    fallbacks: int = 0
+    fallback: str | None = None
+    fallback_ns: int | None = None
+
+    def stats(self) -> dict | None:
+        """`last_stats` read, None when there are none (or they do not parse)."""
+        import json
+        try:
+            return json.loads(self.last_stats) if self.last_stats else None
+        except ValueError:
+            return None

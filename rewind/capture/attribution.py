@@ -11,41 +11,42 @@ With the watcher, each change is placed in its event stream against the shell wi
 markers (`writer`), and a change inside an open shell window is the command's unless the
 pid account shows the command could not have made it (procs.py).
 
-A source is the tuple (source, tool, command, session_id, flags).
+A change's source is a `Source` (model.py); the windows are the catalog's `ToolWindow`s.
 """
 
 from __future__ import annotations
 
-from rewind.model import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Checkpoint, Source, ToolWindow
 from rewind.project import Project
 
 
-def shell_source(shells: list[dict]) -> tuple | None:
+def shell_source(shells: list[ToolWindow]) -> Source | None:
     """The source for a change these open shell windows explain: the one command, or all of
     them flagged `ambiguous`; None without a window."""
     if len(shells) == 1:
         w = shells[0]
-        return "bash", w["tool"], w["command"], w["session_id"], []
+        return Source("bash", w.tool, w.command, w.session_id)
     if shells:
-        return ("bash", shells[0]["tool"], " | ".join(w["command"] or "" for w in shells), None,
-                ["ambiguous"])
+        return Source("bash", shells[0].tool, " | ".join(w.command or "" for w in shells), None, ("ambiguous",))
     return None
 
 
-def default_source(project: Project, windows: list[dict], since_ns: int, since_start: int | None = None) -> tuple:
-    """(source, tool, command, session_id, flags) for a change the watcher did not place in
-    time: the shell windows open across the segment (opened by its start, not closed before
-    the scan that began it started: that scan may have read a directory before the command
-    wrote there, and a window is closed right before the scan that ends its segment), else
-    outside every window."""
+def outside(project: Project) -> Source:
+    """A change outside every window: `external`, or `unknown` in a project no agent hook
+    has ever reported on."""
+    return Source("external" if project.catalog.has_sessions(project.id) else "unknown")
+
+
+def default_source(project: Project, windows: list[ToolWindow], since_ns: int,
+                   since_start: int | None = None) -> Source:
+    """The source of a change the watcher did not place in time: the shell windows open
+    across the segment (opened by its start, not closed before the scan that began it
+    started: that scan may have read a directory before the command wrote there, and a
+    window is closed right before the scan that ends its segment), else outside every window."""
     closed_after = since_ns if since_start is None else min(since_ns, since_start)
-    shell = shell_source([w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= since_ns
-                           and (w["closed_ns"] is None or w["closed_ns"] > closed_after)])
-    if shell is not None:
-        return shell
-    if project.catalog.has_sessions(project.id):
-        return "external", None, None, None, []
-    return "unknown", None, None, None, []
+    shell = shell_source([w for w in windows if w.kind == "bash" and w.opened_ns <= since_ns
+                          and (w.closed_ns is None or w.closed_ns > closed_after)])
+    return shell if shell is not None else outside(project)
 
 
 def event_of(events: dict[str, tuple], path: str) -> tuple[int, str | None] | None:
@@ -63,81 +64,76 @@ def event_of(events: dict[str, tuple], path: str) -> tuple[int, str | None] | No
     return None
 
 
-def source_at(project: Project, windows: list[dict], row: ChangeRow, ts: int, writer: str | None,
-               anyone: tuple) -> tuple:
+def source_at(windows: list[ToolWindow], row: ChangeRow, ts: int, writer: str | None,
+              anyone: Source) -> Source:
     """The source of a change the watcher read at `ts`:
     - the edit tool whose target it is, if its window was open by then and is still open,
       or the file holds what the tool wrote (the tool's own write may be read late);
     - else the shell windows the watcher named for it (`writer` "w:ID,..."): those open at
       the change's place in its event stream whose command could have made it (procs.py);
       a window closed before this segment began is a stale name (its close marker was lost);
-    - else outside every window.
+    - else outside every window (`anyone`).
     `writer` "cmd"/"none" come from a watcher of an earlier version (timestamps)."""
     for w in reversed(windows):
-        if w["kind"] == "tool" and w["target"] == row.path and w["opened_ns"] <= ts and (
-                w["closed_ns"] is None or ts <= w["closed_ns"] or w["post_oid"] == (row.new_oid or "")):
-            return "tool", w["tool"], None, w["session_id"], []
+        if w.kind == "tool" and w.target == row.path and w.opened_ns <= ts and (
+                w.closed_ns is None or ts <= w.closed_ns or w.post_oid == (row.new_oid or "")):
+            return Source("tool", w.tool, None, w.session_id)
     if writer is not None and writer.startswith("w:"):
         ids = {int(x) for x in writer[2:].split(",") if x.isdigit()}
-        shell = shell_source([w for w in windows if w["kind"] == "bash" and w["id"] in ids])
+        shell = shell_source([w for w in windows if w.kind == "bash" and w.id in ids])
         return shell if shell is not None else anyone
     if writer != "cmd":
         return anyone
-    shell = shell_source([w for w in windows if w["kind"] == "bash" and w["opened_ns"] <= ts
-                           and (w["closed_ns"] is None or ts <= w["closed_ns"])])
+    shell = shell_source([w for w in windows if w.kind == "bash" and w.opened_ns <= ts
+                          and (w.closed_ns is None or ts <= w.closed_ns)])
     return shell if shell is not None else anyone
 
 
 def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
-                      forced: tuple | None = None,
+                      forced: Source | None = None,
                       events: dict[str, tuple] | None = None, since_start: int | None = None) -> None:
-    """Give each change of one segment its source (see the module docstring). With the
-    watcher's `events`, each change is placed in time against the tool windows."""
+    """Give each change of one segment its source (see the module docstring): `forced`, the
+    one source of every change (a restore's), else from the tool windows; with the
+    watcher's `events`, each change is placed in time against them."""
     if forced is not None:
         for r in rows:
-            r.source, r.tool, r.command, r.session_id = forced
+            forced.put_on(r)
         return
     windows = project.catalog.open_windows(project.id)
     default = default_source(project, windows, since_ns, since_start)
-    anyone = (("external" if project.catalog.has_sessions(project.id) else "unknown"),
-              None, None, None, []) if events is not None else None
-    edits: dict[str, list[dict]] = {}
+    anyone = outside(project) if events is not None else None
+    edits: dict[str, list[ToolWindow]] = {}
     for w in windows:
-        if w["kind"] == "tool" and w["target"] is not None:
-            edits.setdefault(w["target"], []).append(w)
+        if w.kind == "tool" and w.target is not None:
+            edits.setdefault(w.target, []).append(w)
     for r in rows:
         source = default
         seen = event_of(events, r.path) if events is not None else None
         if seen is not None:
-            source = source_at(project, windows, r, seen[0], seen[1], anyone)
+            source = source_at(windows, r, seen[0], seen[1], anyone)
         else:
             for w in reversed(edits.get(r.path, [])):
-                if w["closed_ns"] is None or w["post_oid"] == (r.new_oid or ""):
-                    source = ("tool", w["tool"], None, w["session_id"], [])
+                if w.closed_ns is None or w.post_oid == (r.new_oid or ""):
+                    source = Source("tool", w.tool, None, w.session_id)
                     break
-        r.source, r.tool, r.command, r.session_id = source[:4]
-        r.flags = r.flags + [f for f in source[4] if f not in r.flags]
+        source.put_on(r)
 
 
-def apply_observations(rows: list[ChangeRow], obs: dict[str, tuple]) -> list[ChangeRow]:
+def apply_observations(rows: list[ChangeRow], obs: dict[str, Source]) -> list[ChangeRow]:
     """Sources from the latest observation of each path; observations of paths no tree
     holds (an edit outside the project, an ignored path) become rows of their own."""
     seen = set()
     for r in rows:
         o = obs.get(r.path)
         seen.add(r.path)
-        if o is None:
-            continue
-        r.source, r.tool, r.command, r.session_id = o[:4]
-        r.flags += [f for f in o[4].split(",") if f and f not in r.flags]
+        if o is not None:
+            o.put_on(r)
     extra = []
     for path, o in obs.items():
-        flags = [f for f in o[4].split(",") if f]
-        if path not in seen and ("outside" in flags or "ignored" in flags):
-            extra.append(ChangeRow(path=path, status="modified", old_kind=None, new_kind=None,
-                                   old_mode=None, new_mode=None, old_oid=None, new_oid=None,
-                                   old_size=None, new_size=None, source=o[0], tool=o[1],
-                                   command=o[2], session_id=o[3], flags=flags))
+        if path not in seen and ("outside" in o.flags or "ignored" in o.flags):
+            row = ChangeRow.placeholder(path)
+            o.put_on(row)
+            extra.append(row)
     return rows + extra
 
 
@@ -146,11 +142,11 @@ def git_moved(prev: Checkpoint, cp: Checkpoint) -> bool:
         not (prev.git_head is None and cp.git_head is None)
 
 
-def git_row(prev: Checkpoint, head: str | None, branch: str | None, source: tuple) -> ChangeRow:
-    return ChangeRow(path=".git/HEAD", status="modified", old_kind=None, new_kind=None,
-                     old_mode=None, new_mode=None, old_oid=prev.git_head, new_oid=head,
-                     old_size=None, new_size=None, source=source[0], tool=source[1],
-                     command=source[2], session_id=source[3], flags=["git"])
+def git_row(prev: Checkpoint, head: str | None, branch: str | None, source: Source) -> ChangeRow:
+    """The change of HEAD or branch between two checkpoints, flagged `git`."""
+    return ChangeRow.placeholder(".git/HEAD", old_oid=prev.git_head, new_oid=head, source=source.source,
+                                 tool=source.tool, command=source.command, session_id=source.session_id,
+                                 flags=["git"])
 
 
 def fallback_rewind(project: Project, cp: Checkpoint, rows: list[ChangeRow]) -> None:

@@ -9,12 +9,12 @@ from rewind.capture.attribution import (apply_observations, attribute_segment, f
                                         restored_authors)
 from rewind.capture.scan import ScanResult
 from rewind.capture.snapshot import TreeLoader, blob_binary, working_scan
-from rewind.diff import change_rows, diff_trees
 from rewind.errors import CorruptObject
 from rewind.model import ChangeRow, Checkpoint
 from rewind.project import Project
 from rewind.store.objects import Store
 from rewind.store.tree import FILE
+from rewind.store.treediff import change_rows, diff_trees
 
 
 def live_changes(project: Project, cp: Checkpoint,
@@ -36,7 +36,7 @@ def live_changes(project: Project, cp: Checkpoint,
         recent = {path for path, _, _ in diff_trees(load, last_tree, result.root)}
         pending = [r for r in rows if r.path in recent]
         attribute_segment(project, pending, last_ns,
-                          since_start=project.catalog.scan_state(project.id).get("scan_start_ns") or None)
+                          since_start=project.catalog.scan_state(project.id).scan_start_ns or None)
     else:
         recent = set()
     obs = project.catalog.observations(project.id, cp.number)

@@ -1,7 +1,7 @@
 """What a scan must look at: a `DirtySource` says. The watcher's dirty set when its word can
 be taken (`WatcherRows`), else the whole tree and why (`FullScan`); tests can hand a scan a
 `Fixed` set. See watch/daemon.py for the protocol; this is the hooks' side of it (the cookie
-`sync` and the shell windows' `mark`)."""
+`sync` and the shell windows' `put_marker`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import os
 import time
 
 from rewind import clock
-from rewind.capture.ignore import exclude_signature
-from rewind.constants import COOKIE_PREFIX
+from rewind.capture.ignore import GIT_EXCLUDE, exclude_signature
+from rewind.constants import COOKIE_PREFIX, HEARTBEAT_STALE_S
 from rewind.lock import try_lock
+from rewind.model import ScanState
 from rewind.project import Project
 from rewind.structs import dataclass
 
@@ -30,7 +31,7 @@ class ScanPlan:
 
 
 # In the watcher's own process (the hooks it serves, its first scan) a cookie is answered in
-# memory: the watcher sets this to its `Answers` (watch/daemon.py) while it runs, and then
+# memory: the watcher sets this to its `Answers` (watch/answers.py) while it runs, and then
 # writes no answer row for such a cookie, and the caller polls none. None in any other process.
 LOCAL_ANSWERS = None
 
@@ -72,12 +73,12 @@ def sync(project: Project, timeout: float = COOKIE_TIMEOUT_S) -> int | None:
             pass
 
 
-def mark(project: Project, what: str) -> None:
+def put_marker(project: Project, what: str) -> None:
     """Put a marker into the watcher's event stream (a file created and removed at once, no
     wait): `what` is "open-ID" or "close-ID,ID". The watcher opens or closes those shell
     windows at exactly that point of its stream, so whether a change came before, inside or
     after a window is read from one queue, not from the clocks of two processes, however
-    late the watcher reads. Without a running watcher there is nothing to mark. A marker
+    late the watcher reads. Without a running watcher no marker is put. A marker
     that cannot be written makes the next scan a full one (attribution at hook
     granularity, which needs no marker)."""
     row = project.catalog.watcher(project.id)
@@ -99,7 +100,7 @@ def mark(project: Project, what: str) -> None:
 class FullScan:
     """The whole tree: no watcher to ask, or a scan that must read everything."""
 
-    def plan(self, project: Project, state: dict) -> ScanPlan:
+    def plan(self, project: Project, state: ScanState) -> ScanPlan:
         return ScanPlan(False, None, {}, project.catalog.last_event_seq(project.id), None)
 
 
@@ -110,7 +111,7 @@ class FullUpto:
     def __init__(self, upto: int):
         self.upto = upto
 
-    def plan(self, project: Project, state: dict) -> ScanPlan:
+    def plan(self, project: Project, state: ScanState) -> ScanPlan:
         return ScanPlan(False, None, {}, self.upto, None)
 
 
@@ -122,17 +123,17 @@ class Fixed:
     def __init__(self, dirty: dict[str, str], events: dict[str, tuple] | None = None):
         self.dirty, self.events = dirty, events
 
-    def plan(self, project: Project, state: dict) -> ScanPlan:
-        if not state.get("last_tree"):
+    def plan(self, project: Project, state: ScanState) -> ScanPlan:
+        if not state.last_tree:
             return FULL.plan(project, state)     # nothing to build on yet
-        return ScanPlan(True, None, dict(self.dirty), state.get("consumed_seq") or 0, self.events)
+        return ScanPlan(True, None, dict(self.dirty), state.consumed_seq or 0, self.events)
 
 
 class WatcherRows:
     """The watcher's events since the last scan, when its word can be taken (running,
     healthy, caught up with a cookie, nothing lost); else the whole tree, and why."""
 
-    def plan(self, project: Project, state: dict) -> ScanPlan:
+    def plan(self, project: Project, state: ScanState) -> ScanPlan:
         """Inside the project lock: how the next scan goes."""
         cat = project.catalog
         row = cat.watcher(project.id)
@@ -146,15 +147,15 @@ class WatcherRows:
         if why is None and running(project.home, cat, project.id) is None:
             why = "the watcher is not running"
         if why == STARTING or (why is None and (
-                not state.get("last_tree") or (state.get("scan_start_ns") or 0) < row["ready_ns"])):
+                not state.last_tree or (state.scan_start_ns or 0) < row["ready_ns"])):
             # warming up: this full scan is the base the watcher's events build on (no fallback)
             return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
         if why is not None:
             return full(why)
-        last = _json(state.get("last_stats")) or {}
+        last = state.stats() or {}
         if last.get("exclude", EXCLUDE_UNKNOWN) != exclude_signature(project.root):
             # not watched (.git/ is not), so looked at: one stat a hook
-            return full(".git/info/exclude changed")
+            return full(f"{GIT_EXCLUDE} changed")
         if last.get("hardlinks_over"):
             return full(f"over {MAX_HARDLINKS} files with other links (a write through another name "
                         "makes no event here)")
@@ -165,11 +166,11 @@ class WatcherRows:
         # watcher never sees: each is looked at again, every time
         dirty: dict[str, str] = {p: "m" for p in last.get("hardlinks", [])}
         events: dict[str, tuple[str, int, str | None]] = {}
-        for path, kind, ts, writer in cat.events(project.id, state.get("consumed_seq") or 0, upto):
+        for path, kind, ts, writer in cat.events(project.id, state.consumed_seq or 0, upto):
             if kind == ANCHOR:
                 reason = ("events were lost (inotify queue overflow or watch limit)" if path == ""
                           else "a shell window's marker could not be written" if path == "\0marker"
-                          else ".git/info/exclude changed" if path == ".git/info/exclude"
+                          else f"{GIT_EXCLUDE} changed" if path == GIT_EXCLUDE
                           else f"an ignore file changed ({path})")
                 return ScanPlan(False, reason, {}, upto, None)
             if kind == "c" or path not in dirty:
@@ -196,14 +197,6 @@ def note_hardlinks(stats: dict, found: set[str], prev: dict | None, examined) ->
         stats["hardlinks_over"] = len(every)
 
 
-def _json(text: str | None) -> dict | None:
-    import json
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return None
-
-
 def merge_stats(root: str, prev: dict | None, new: dict, listed: list[str]) -> dict:
     """A quick scan's skip lists: the new ones for the directories it listed, the previous
     scan's for everything it did not look at."""
@@ -218,7 +211,6 @@ def merge_stats(root: str, prev: dict | None, new: dict, listed: list[str]) -> d
 
 # -- the watcher as the hooks see it (watch/ runs it; capture never imports watch/) --------
 
-STALE_S = 5.0                    # a heartbeat older than this: the watcher is gone
 STARTING = "the watcher is still starting"
 
 
@@ -244,7 +236,7 @@ def healthy(row: dict | None) -> str | None:
         return "no watcher"
     if row["stopped_ns"] is not None:
         return f"the watcher stopped ({row['stop_reason']})"
-    if clock.wall_ns() - row["heartbeat_ns"] > STALE_S * 1e9:
+    if clock.wall_ns() - row["heartbeat_ns"] > HEARTBEAT_STALE_S * 1e9:
         return "the watcher's heartbeat is stale"
     if row["ready_ns"] is None:
         return STARTING

@@ -17,7 +17,7 @@ by the GIL convoy. Past FANOUT_FILES files the scan runs on worker processes ins
   thread, into its own pack, which it makes durable before it says it is done. It stores
   file contents uncompressed (a "raw" pack, pack.RAW_SUFFIX): zstd was half the scan's
   CPU (100,000 files: 9.1-9.9 s with it, 4.8-5.4 s without, on 2 cores). The caller starts
-  a background job, niced, that rewrites those packs compressed (sweep.recompress) once the
+  a background job, niced, that rewrites those packs compressed (repack.recompress) once the
   scan is in; until then the store holds the tree's bytes as they are.
 - The parent puts the directories above the shares together and stores their trees.
 

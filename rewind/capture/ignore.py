@@ -26,12 +26,14 @@ import os
 import re
 import time
 
-__all__ = ["ALWAYS_IGNORED_NAMES", "TMP_PREFIX", "IgnoreRules", "exclude_signature", "is_always_ignored"]
+from rewind.constants import COARSE_MTIME_NS, PROJECT_FILE, TMP_PREFIX
+
+__all__ = ["ALWAYS_IGNORED_NAMES", "GIT_EXCLUDE", "IGNORE_FILES", "TMP_PREFIX", "IgnoreRules", "exclude_signature",
+           "is_always_ignored"]
 
 ALWAYS_IGNORED_NAMES = frozenset({".git"})
-TMP_PREFIX = ".rewind-tmp-"
-_IGNORE_FILES = (".gitignore", ".rewindignore")
-_SETTINGS = ".rewind.toml"  # config.PROJECT_FILE (this module imports nothing of rewind's): recorded like the rule files
+IGNORE_FILES = (".gitignore", ".rewindignore")   # in every directory, after .git/info/exclude
+GIT_EXCLUDE = ".git/info/exclude"                # the root's, read first
 _SPECIAL = re.compile(r"[*?\[\\]")  # git's is_glob_special()
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block
@@ -273,7 +275,7 @@ def exclude_signature(root: str) -> list | None:
     """What <root>/.git/info/exclude is now (None: no such file), to tell whether it
     changed: it lies in .git/, which no watch covers."""
     try:
-        st = os.stat(os.path.join(root, ".git", "info", "exclude"))
+        st = os.stat(os.path.join(root, GIT_EXCLUDE))
     except OSError:
         return None
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
@@ -282,26 +284,25 @@ def exclude_signature(root: str) -> list | None:
 # for_root's last answer per root: a watcher serving hooks reads the same rules each call,
 # ~0.2 ms of compiling (0.3-0.5 ms with the watcher's threads around)
 _ROOT_RULES: dict[str, tuple] = {}
-RACY_NS = 2 * 10**9                       # a file changed this recently may change again unseen
 
 
 def _root_key(root: str) -> tuple | None:
     """What for_root's answer depends on: the environment naming rewind's own directories,
     whether .git is a directory, and the identity, size and times of its info/exclude and
     the root's ignore files.
-    None (not to be kept) when one changed within RACY_NS of now: a rewrite of the same size
+    None (not to be kept) when one changed within COARSE_MTIME_NS of now: a rewrite of the same size
     within a coarse filesystem's time step would look the same (git's racy rule)."""
     from rewind.locations import ENV_READ
     key = [os.environ.get(k) for k in ENV_READ]
     key.append(os.path.isdir(os.path.join(root, ".git")))
     now = time.time_ns()
-    for rel, follow in ((".git/info/exclude", True), (".gitignore", False), (".rewindignore", False)):
+    for rel, follow in ((GIT_EXCLUDE, True), *((name, False) for name in IGNORE_FILES)):
         try:
             st = os.stat(os.path.join(root, rel), follow_symlinks=follow)
         except (OSError, ValueError):
             key.append(None)
             continue
-        if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
+        if now - max(st.st_mtime_ns, st.st_ctime_ns) < COARSE_MTIME_NS:
             return None
         key.append((st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     return tuple(key)
@@ -333,7 +334,7 @@ class IgnoreRules:
             return hit[1]
         runs = ()
         if os.path.isdir(os.path.join(root, ".git")):
-            runs = _compile_runs(_read_lines(os.path.join(root, ".git", "info", "exclude"), True), 0)
+            runs = _compile_runs(_read_lines(os.path.join(root, GIT_EXCLUDE), True), 0)
         rules = cls(runs, _own_dirs(root)).for_subdir("", root)
         if key is not None:
             if len(_ROOT_RULES) >= 16:
@@ -346,7 +347,7 @@ class IgnoreRules:
         .gitignore and .rewindignore (relative to rel_dir).  Returns self when
         the directory has neither file."""
         lines = []
-        for fname in _IGNORE_FILES:
+        for fname in IGNORE_FILES:
             lines += _read_lines(os.path.join(abs_dir, fname))
         if not lines:
             return self
@@ -359,7 +360,7 @@ class IgnoreRules:
         order), e.g. as a checkpoint's tree holds them; .git/info/exclude read from disk."""
         runs = ()
         if os.path.isdir(os.path.join(root, ".git")):
-            runs = _compile_runs(_read_lines(os.path.join(root, ".git", "info", "exclude"), True), 0)
+            runs = _compile_runs(_read_lines(os.path.join(root, GIT_EXCLUDE), True), 0)
         return cls(runs, _own_dirs(root)).with_contents("", contents)
 
     def with_contents(self, rel_dir: str, contents: list[bytes]) -> "IgnoreRules":
@@ -379,7 +380,7 @@ class IgnoreRules:
                     or (path_re is not None and path_re(rel_path, pos))):
                 # the rule files are recorded whatever they say (an agent's `*` must not hide
                 # them, nor what they hid); checked only on a match, off the hot path
-                return not negated and (is_dir or not (name in _IGNORE_FILES or rel_path == _SETTINGS))
+                return not negated and (is_dir or not (name in IGNORE_FILES or rel_path == PROJECT_FILE))
             if is_dir and (name in dnames or (dname_re is not None and dname_re(name))
                            or (dpath_re is not None and dpath_re(rel_path, pos))):
                 return not negated

@@ -20,9 +20,10 @@ agent after the prompt, and its content at the prompt is not known: the checkpoi
 its later content and says so (`stats["first_scan"]["changed_outside"]`).
 
 A watcher that dies before it completes them leaves the pending checkpoints to the next
-hook (or command) that takes the project lock (`working_copy.locked`): it completes them
-the same way from a full scan and the events the watcher wrote before it died, and says
-that changes from outside after the watcher stopped cannot be told apart.
+hook (or command) that takes the project lock to scan (`locked_completing`): it completes
+them the same way from a full scan and the events the watcher wrote before it died, and
+says that changes from outside after the watcher stopped cannot be told apart. The tree
+at a prompt is rebuilt in prompt_tree.py.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from __future__ import annotations
 import os
 import stat as S
 import time
+from contextlib import contextmanager
 
 from rewind import clock
 from rewind.clock import iso, now_ns
+from rewind.lock import LOCK_TIMEOUT_S
 from rewind.model import Checkpoint
 from rewind.project import Project, git_state
 
@@ -78,8 +81,8 @@ def note_edit(project: Project, rel: str, full: str, data: bytes | None, oid: st
             except OSError:
                 kind, size = "?", None
             else:
-                from rewind.lock import store_lock
-                with store_lock(project.home, timeout=60.0):
+                from rewind.lock import SCAN_LOCK_TIMEOUT, store_lock
+                with store_lock(project.home, timeout=SCAN_LOCK_TIMEOUT):
                     oid = project.store.put(target)
                     project.store.flush()
                     kind, mode, size = "L", 0o777, len(target)
@@ -98,8 +101,7 @@ def settle(project: Project, number: int, timeout_s: float, tick=None, wait_only
     """Wait until pending checkpoint `number` is complete and return it; None if it is not
     within `timeout_s` (or is no longer pending: never was, or dropped). While the watcher's
     first scan runs, the watcher completes it; otherwise this process does, under the
-    project lock (`working_copy.locked` completes what is pending), unless `wait_only`."""
-    from rewind.capture.working_copy import locked
+    project lock (`locked_completing`), unless `wait_only`."""
     from rewind.errors import StoreLocked
     catalog = project.catalog
     deadline = time.monotonic() + timeout_s
@@ -114,7 +116,7 @@ def settle(project: Project, number: int, timeout_s: float, tick=None, wait_only
             return None
         if not wait_only and not first_scan_running(project):
             try:
-                with locked(project, max(0.5, min(left, 5.0))):
+                with locked_completing(project, max(0.5, min(left, 5.0))):
                     pass
             except StoreLocked:
                 pass
@@ -128,124 +130,21 @@ def settle(project: Project, number: int, timeout_s: float, tick=None, wait_only
 
 # -- completing ------------------------------------------------------------------------
 
-def entry_at(load, root: str | None, path: str):
-    """The entry at `path` in tree `root`, or None."""
-    from rewind.store.tree import DIR
-    if not root:
-        return None
-    tree = load(root)
-    parts = path.split("/")
-    for part in parts[:-1]:
-        e = tree.get(part)
-        if e is None or e.kind != DIR:
-            return None
-        tree = load(e.oid)
-    return tree.get(parts[-1])
-
-
-def files_under(load, entry) -> list[str]:
-    """The relative paths of every non-directory entry below directory `entry`."""
-    from rewind.store.tree import DIR
-    out, stack = [], [("", entry.oid)]
-    while stack:
-        prefix, oid = stack.pop()
-        for name, e in load(oid).items():
-            if e.kind == DIR:
-                stack.append((prefix + name + "/", e.oid))
-            else:
-                out.append(prefix + name)
-    return out
-
-
-def patch_tree(store, load, root: str, patch: dict) -> str:
-    """Tree `root` with `patch` applied (path -> Entry, or None to remove it; a path set
-    whole wins over patches below it). New tree objects go to `store` (flushed by the caller)."""
-    from rewind.store.tree import DIR, Entry, tree_id
-
-    def build(oid: str | None, changes: dict) -> str:
-        tree = dict(load(oid)) if oid else {}
-        below: dict[str, dict] = {}
-        for path, entry in changes.items():
-            head, sep, rest = path.partition("/")
-            if not sep:
-                if entry is None:
-                    tree.pop(head, None)
-                else:
-                    tree[head] = entry
-            else:
-                below.setdefault(head, {})[rest] = entry
-        for name, sub in below.items():
-            if name in changes:
-                continue
-            cur = tree.get(name)
-            base = cur.oid if cur is not None and cur.kind == DIR else None
-            if base is None and all(v is None for v in sub.values()):
-                continue
-            tree[name] = Entry(DIR, cur.mode if base is not None else 0o755, build(base, sub), 0)
-        new, data = tree_id(tree)
-        store.put(data, new)
-        load.cache[new] = tree
-        return new
-
-    return build(root, patch) if patch else root
-
-
-def tree_at(load, now_root: str, first_root: str | None, first_done_seq: int | None, at_ns: int,
-            events: dict[str, list], edits: dict[str, list], before_root: str | None = None) -> tuple[dict, list[str]]:
-    """(the patch that turns the tree now into the tree at `at_ns`, the paths whose content
-    then is not known). `first_root`: the first scan's tree, and `first_done_seq` the event
-    seq the watcher had reached when it had read everything (None: no such scan);
-    `before_root`: a tree from before the prompt (the first scan's, else the last one);
-    `events`: path -> [(seq, kind, ts)] since the first scan began, oldest first; `edits`:
-    path -> [(kind, mode, oid, size, ts)] the edit tools' pre-states, oldest first."""
-    from rewind.store.tree import DIR, Entry
-    patch: dict = {}
-    unknown: list[str] = []
-    created_dirs: list[str] = []
-    for path in sorted(set(events) | set(edits)):
-        if not path or path.startswith("\0"):
-            continue
-        seen = events.get(path, [])
-        post = [e for e in seen if e[2] > at_ns]
-        edit = next((e for e in edits.get(path, []) if e[4] > at_ns), None)
-        now = entry_at(load, now_root, path)
-        if edit is None and now is not None and now.kind == DIR:
-            if any(kind == "c" for _, kind, _ in post):
-                created_dirs.append(path)
-            continue             # a directory's own events: its entries report themselves
-        if edit is not None:
-            kind, mode, oid, size, ts = edit
-            if kind == "?":
-                unknown.append(path)
-                continue
-            patch[path] = None if kind == "-" else Entry(kind, mode, oid, size)
-            if any(e[2] < ts for e in post):
-                unknown.append(path)             # changed between the prompt and the tool
-            continue
-        if not post:
-            continue                             # as it is now
-        pre = len(seen) - len(post)
-        before = entry_at(load, before_root, path) if before_root else None
-        if not pre and post[0][1] == "c" and before_root is not None and before is None:
-            # made after the prompt (a tool's temporary file, say): absent then. (A "c" is
-            # also a rename over a file that was there: only for a path the tree before lacked.)
-            patch[path] = None
-            continue
-        if not pre and first_root is not None and first_done_seq is not None and \
-                all(e[0] > first_done_seq for e in seen):
-            patch[path] = entry_at(load, first_root, path)   # untouched while the first scan read
-            continue
-        unknown.append(path)
-        if first_root is not None and not pre:
-            patch[path] = entry_at(load, first_root, path)   # read before or after the change: a guess
-    for path in created_dirs:
-        now = entry_at(load, now_root, path)
-        inside = files_under(load, now)
-        if all(patch.get(f"{path}/{f}", 0) is None for f in inside):
-            patch[path] = None                   # made for what an edit tool wrote after the prompt
-        elif not any(f"{path}/{f}" in events for f in inside):
-            unknown.append(path)                 # moved in whole after the prompt
-    return patch, unknown
+@contextmanager
+def locked_completing(project: Project, timeout: float = LOCK_TIMEOUT_S):
+    """The working copy under the project lock (`working_copy.locked`), once the pending
+    checkpoints a watcher left (it died during its first scan, or failed to complete them)
+    are completed: whoever takes the lock to scan next does it. Failing to complete them is
+    logged, and the lock is held all the same."""
+    from rewind.capture.working_copy import locked
+    with locked(project, timeout) as wc:
+        if project.catalog.has_pending(project.id):
+            try:
+                complete(wc, by="hook")
+            except Exception as e:
+                from rewind.log import log
+                log(f"{project.root}: pending checkpoints not completed", e)
+        yield wc
 
 
 def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | None = None,
@@ -255,11 +154,12 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
     `by`: "watcher" (right after its first scan: `first_root`, `first_done_seq`; a prompt
     from before `watching_since` came while an earlier watcher ran) or "hook" (a watcher
     died or failed: whoever holds the lock next). Returns their numbers."""
+    from rewind import config
     from rewind.capture import dirty as dirtymod
     from rewind.capture.attribution import attribute_segment
-    from rewind.capture.scan import ScanResult
+    from rewind.capture.prompt_tree import patch_tree, tree_at
     from rewind.capture.working_copy import Commit, Scan
-    from rewind.diff import change_rows, diff_trees
+    from rewind.store.treediff import change_rows, diff_trees
     from rewind.structs import replace
     project = wc.project
     catalog, store = project.catalog, project.store
@@ -270,13 +170,13 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
     if not catalog.has_pending(project.id):
         return []
     state = catalog.scan_state(project.id)
-    before_root = first_root or state["last_tree"]
+    before_root = first_root or state.last_tree
     scanned = wc.scan(Scan.auto())               # the tree now
     if by == "watcher":
         dirtymod.sync(project, timeout=5.0)      # every event until now is in
     # read after the scan: an edit tool's pre-state or a write the scan may have read is here
     pend = catalog.pending(project.id)
-    raw_events = catalog.events_seq(project.id, state.get("consumed_seq") or 0)
+    raw_events = catalog.events_seq(project.id, state.consumed_seq or 0)
     raw_edits = catalog.pending_edits(project.id)
     upto = scanned.plan.upto
     load, now_root = scanned.load, scanned.result.root
@@ -344,44 +244,26 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
         return out
 
     numbers = []
-    last_ns = state["scan_start_ns"] or 0      # the first scan's start: events from there on
+    last_ns = state.scan_start_ns or 0         # the first scan's start: events from there on
     for p, root, unknown, problem in trees:
-        st = catalog.scan_state(project.id)
-        latest = catalog.latest(project.id, hidden=True)
-        prev_tree = st["last_tree"] or (latest.tree if latest else None)
-        segment = []
-        if prev_tree and prev_tree != root:
-            segment = change_rows(list(diff_trees(load, prev_tree, root)))
-            attribute_segment(project, segment, st["last_scan_ns"] or 0, None,
-                              events_between(last_ns, p.created_ns) if by == "watcher" or writers else None,
-                              st["scan_start_ns"] or None)
         stats = dict(scanned.stats, first_scan={
             "pending_ns": p.created_ns, "completed_ns": done_ns, "by": by, "changed_outside": unknown[:100],
             "changed_outside_count": len(unknown), "events_lost": lost, "note": note_of(p, problem)})
-        result = ScanResult(root=root, trees={}, stats=scanned.result.stats, protected=set(),
-                            hardlinks=scanned.result.hardlinks)
-        virtual = replace(scanned, request=Scan("touched", touched={}),
-                          plan=dirtymod.ScanPlan(True, None, {}, st["consumed_seq"] or 0, None), state=st,
-                          result=result, stats=stats, segment=segment, prev=latest,
-                          scan_start=st["scan_start_ns"] or 0, stamp=p.created_ns)
-        wc.commit(virtual, Commit(p.kind, settings=config_load(project), pending=p))
+        wc.commit_tree(root, Commit(p.kind, settings=config.load_quietly(project.root), pending=p), load, stats,
+                       stamp=p.created_ns, hardlinks=scanned.result.hardlinks,
+                       events=events_between(last_ns, p.created_ns) if by == "watcher" or writers else None)
         numbers.append(p.number)
         last_ns = p.created_ns
     # the tree now, as the last scan: its changes since the last prompt are the next checkpoint's
     st = catalog.scan_state(project.id)
     segment = []
-    if st["last_tree"] != now_root:
-        segment = change_rows(list(diff_trees(load, st["last_tree"], now_root)))
+    if st.last_tree != now_root:
+        segment = change_rows(list(diff_trees(load, st.last_tree, now_root)))
         attribute_segment(project, segment, last_ns, None,
-                          events_between(last_ns, None) if writers else None, st["scan_start_ns"] or None)
-    final = replace(scanned, state=dict(scanned.state, last_scan_ns=st["last_scan_ns"]), segment=segment,
+                          events_between(last_ns, None) if writers else None, st.scan_start_ns or None)
+    final = replace(scanned, state=replace(scanned.state, last_scan_ns=st.last_scan_ns), segment=segment,
                     prev=catalog.latest(project.id, hidden=True))
     with catalog.transaction():
         catalog.clear_pending_edits(project.id)  # (those of a checkpoint still pending stay)
     wc.commit(final)
     return numbers
-
-
-def config_load(project: Project):
-    from rewind import config
-    return config.load_quietly(project.root)

@@ -8,6 +8,7 @@ import os
 import time
 
 from rewind.capture.scan import ScanResult, scan
+from rewind.constants import COARSE_MTIME_NS, TMP_PREFIX
 from rewind.errors import CorruptObject
 from rewind.project import Project
 from rewind.store import tree as treemod
@@ -57,9 +58,6 @@ def examined_by(dirty: dict[str, str]):
     return examined
 
 
-COARSEST_NS = 2 * 10**9    # FAT's mtime granularity, the coarsest a project may have
-
-
 def project_clock(root: str, store: Store) -> int:
     """"Now" on the project's filesystem, read from a file made there: git's racy rule
     compares file times with it, and they are the project filesystem's, which may count
@@ -72,12 +70,11 @@ def project_clock(root: str, store: Store) -> int:
             return store.fs_now()
     except OSError:
         pass
-    from rewind.constants import TMP_PREFIX
     path = os.path.join(root, f"{TMP_PREFIX}0.{os.getpid()}{time.monotonic_ns()}")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
-        return store.fs_now() - COARSEST_NS
+        return store.fs_now() - COARSE_MTIME_NS
     try:
         return os.fstat(fd).st_mtime_ns
     finally:

@@ -14,13 +14,17 @@ A scan is a named request (`Scan`), one per way rewind reads the tree:
 - `Scan.auto()`: the watcher's dirty set when its word can be taken, else the whole tree;
 - `Scan.full()`: the whole tree, whatever the watcher says (a restore needs every path);
 - `Scan.baseline()`: the watcher's own first scan, the base its events build on;
-- `Scan.touched(paths, hints, by)`: only `paths` (what a restore just wrote) are read again,
+- `Scan.written(paths, hints, by)`: only `paths` (what a restore just wrote) are read again,
   the watcher's events stay for the next scan; `hints` are stat-cache entries of the files
-  written, trusted as any cache entry; `by` gives every change one source (`rewind`);
+  written, trusted as any cache entry; `by` gives every change one `Source` (`rewind`);
 - `Scan.nothing()`: nothing is read: the tree of the previous scan, with its figures (the
   safety checkpoint of a restore, committed right after the restore's full scan).
 Each request may carry a `source` (a `DirtySource`), which says what may have changed: by
 default the watcher's rows (`WatcherRows`), else `FullScan`, or a `Fixed` set in tests.
+A written or nothing scan of a project never scanned reads as `auto` does. `commit_tree`
+commits a tree known already (a pending checkpoint's, rebuilt as at its prompt: pending.py).
+`locked` only takes the lock; callers that complete what is pending first use
+`pending.locked_completing`.
 """
 
 from __future__ import annotations
@@ -38,24 +42,22 @@ from rewind.capture.ignore import exclude_signature
 from rewind.capture.scan import ScanResult, scan, scan_dirty
 from rewind.capture.snapshot import Hinted, TreeLoader, binary_in, examined_by, keep_hints, project_clock
 from rewind.clock import iso, now_ns
-from rewind.diff import change_rows, diff_trees
 from rewind.errors import CorruptObject
-from rewind.lock import project_lock
-from rewind.model import ChangeRow, Checkpoint
+from rewind.lock import LOCK_TIMEOUT_S, project_lock
+from rewind.model import ChangeRow, Checkpoint, ScanState, Source
 from rewind.project import Project, git_state
 from rewind.retention import enforce
+from rewind.store.treediff import change_rows, diff_trees
 from rewind.structs import dataclass
-
-FORCED_REWIND = ("rewind", None, None, None)
 
 
 @dataclass(frozen=True)
 class Scan:
     """What to read of the tree (see the module docstring)."""
-    mode: str                               # auto | full | baseline | touched | nothing
-    touched: dict[str, str] | None = None   # touched: path -> "m" | "c", as the watcher's events
-    hints: dict[str, tuple] | None = None   # touched: stat-cache rows of the files written
-    by: tuple | None = None                 # every change's (source, tool, command, session_id)
+    mode: str                               # auto | full | baseline | written | nothing
+    written: dict[str, str] | None = None   # written: path -> "m" | "c", as the watcher's events
+    hints: dict[str, tuple] | None = None   # written: stat-cache rows of the files written
+    by: Source | None = None                # written: every change's source
     progress: object = None                 # a callable ticked per file (full scans)
     source: object = None                   # a DirtySource; None: the watcher's rows
     held: object = None                     # full: paths a restore's target holds, read even if ignored
@@ -69,17 +71,22 @@ class Scan:
         return cls("full", progress=progress, held=held)
 
     @classmethod
-    def baseline(cls) -> "Scan":
-        return cls("baseline")
+    def baseline(cls, source=None) -> "Scan":
+        return cls("baseline", source=source)
 
     @classmethod
     def written(cls, paths: dict[str, str], hints: dict[str, tuple] | None = None,
-                      by: tuple | None = None) -> "Scan":
-        return cls("touched", touched=paths, hints=hints, by=by)
+                by: Source | None = None) -> "Scan":
+        return cls("written", written=paths, hints=hints, by=by)
 
     @classmethod
     def nothing(cls) -> "Scan":
-        return cls("touched", touched={})
+        return cls("nothing")
+
+    @property
+    def partial(self) -> bool:
+        """Reads only what it names: the watcher's events stay, and it counts as no scan."""
+        return self.mode in ("written", "nothing")
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,7 @@ class Scanned:
     """A scan's outcome, objects durable, not yet in the catalog."""
     request: Scan
     plan: dirtymod.ScanPlan
-    state: dict
+    state: ScanState
     result: ScanResult
     load: TreeLoader
     stats: dict
@@ -116,7 +123,7 @@ STATCACHE_CHUNK = 2000   # stat cache rows a transaction, when a scan has many (
 class WorkingCopy:
     """The project's tree, read and committed under the project lock (see `locked`).
     `between_chunks`: called between two transactions of a big scan's stat cache rows (the
-    watcher lets a served call in there: watch/daemon.py)."""
+    watcher lets a served call in there: watch/first_scan.py)."""
 
     def __init__(self, project: Project):
         self.project = project
@@ -126,15 +133,19 @@ class WorkingCopy:
         project = self.project
         store, catalog = project.store, project.catalog
         state = catalog.scan_state(project.id)
-        touched, hints = request.touched, request.hints
-        if touched is not None and state["last_tree"]:
-            plan = dirtymod.ScanPlan(True, None, touched, state.get("consumed_seq") or 0, None)
+        hints = request.hints
+        # the paths to read again (written, nothing), None: as the request's source says
+        touched = (request.written if request.mode == "written" else {}) if request.partial else None
+        if touched is not None and state.last_tree:
+            plan = dirtymod.ScanPlan(True, None, touched, state.consumed_seq or 0, None)
         else:
-            touched = None
+            if touched is not None:         # never scanned: read as `auto` does
+                touched = None
+                request = Scan("auto", None, hints, request.by, request.progress, request.source)
             source = request.source or (dirtymod.FULL if request.mode in ("full", "baseline")
                                         else dirtymod.WATCHER)
             plan = source.plan(project, state)
-        last_tree, last_ns = state["last_tree"], state["last_scan_ns"] or 0
+        last_tree, last_ns = state.last_tree, state.last_scan_ns or 0
         load = TreeLoader(store)
         fs_now = project_clock(project.root, store)
         scan_start = clock.wall_ns()
@@ -173,7 +184,7 @@ class WorkingCopy:
             last_tree = prev.tree
         load.cache.update(result.trees)
         stats = result.stats.to_json()
-        last_stats = _json(state["last_stats"])
+        last_stats = state.stats()
         if touched == {}:                 # nothing read: the checkpoint of the last scan, its figures
             stats = last_stats or stats
         else:
@@ -189,17 +200,38 @@ class WorkingCopy:
             except CorruptObject:
                 segment = []       # the last scan's tree is damaged: what changed since is unknown
             attribute_segment(project, segment, last_ns, request.by, plan.events,
-                              state.get("scan_start_ns") or None)
-        return Scanned(request=Scan(request.mode, touched, hints, request.by, request.progress, request.source),
-                       plan=plan, state=state, result=result, load=load, stats=stats, segment=segment,
-                       prev=prev, scan_start=scan_start, stamp=stamp)
+                              state.scan_start_ns or None)
+        return Scanned(request=request, plan=plan, state=state, result=result, load=load, stats=stats,
+                       segment=segment, prev=prev, scan_start=scan_start, stamp=stamp)
+
+    def commit_tree(self, root: str, checkpoint: Commit, load: TreeLoader, stats: dict, stamp: int,
+                    hardlinks: set[str], events: dict[str, tuple] | None = None) -> Checkpoint:
+        """Commit tree `root`, known already (its objects durable), as a scan that read
+        nothing would have found it at `stamp`: the checkpoint of it, with `stats`; its
+        changes since the last scan are the segment, attributed with the watcher's `events`
+        (path -> (kind, time, writer); None: the tool windows alone). The stat cache and the
+        watcher's events stay as they are."""
+        project = self.project
+        catalog = project.catalog
+        state = catalog.scan_state(project.id)
+        prev = catalog.latest(project.id, hidden=True)
+        last_tree = state.last_tree or (prev.tree if prev else None)
+        segment: list[ChangeRow] = []
+        if last_tree and last_tree != root:
+            segment = change_rows(list(diff_trees(load, last_tree, root)))
+            attribute_segment(project, segment, state.last_scan_ns or 0, None, events, state.scan_start_ns or None)
+        result = ScanResult(root=root, trees={}, stats=None, protected=set(), hardlinks=hardlinks)
+        return self.commit(Scanned(request=Scan.nothing(),
+                                   plan=dirtymod.ScanPlan(True, None, {}, state.consumed_seq or 0, None),
+                                   state=state, result=result, load=load, stats=stats, segment=segment,
+                                   prev=prev, scan_start=state.scan_start_ns or 0, stamp=stamp), checkpoint)
 
     def commit(self, scanned: Scanned, checkpoint: Commit | None = None) -> Checkpoint | None:
         """The scan's rows in one transaction; with `checkpoint`, the checkpoint of its tree."""
         project = self.project
         store, catalog = project.store, project.catalog
         result, prev, plan, state, stamp = scanned.result, scanned.prev, scanned.plan, scanned.state, scanned.stamp
-        touched = scanned.request.touched
+        partial = scanned.request.partial
         cp = None
         settings = None
         if checkpoint is not None:
@@ -231,7 +263,7 @@ class WorkingCopy:
                 pairs = []
                 unknown = f"its tree is damaged ({e.digest[:12]}): what changed after it is unknown"
             rows = change_rows(pairs, binary_in(store), result.hardlinks)
-        last_ns = state["last_scan_ns"] or 0
+        last_ns = state.last_scan_ns or 0
         scan_start = scanned.scan_start
         upserts = result.cache_upserts
         if len(upserts) > 2 * STATCACHE_CHUNK:
@@ -264,12 +296,12 @@ class WorkingCopy:
             catalog.update_statcache(project.id, upserts, result.cache_removed, result.removed_prefixes)
             if result.mended:
                 catalog.clear_damaged(result.mended)
-            counts = {} if touched is not None else {"quick_scans": state["quick_scans"] + 1} if plan.quick \
-                else {"full_scans": state["full_scans"] + 1}
+            counts = {} if partial else {"quick_scans": state.quick_scans + 1} if plan.quick \
+                else {"full_scans": state.full_scans + 1}
             if plan.reason:
-                counts.update(fallbacks=state["fallbacks"] + 1, fallback=plan.reason, fallback_ns=stamp)
-            if touched is not None:        # the base the watcher's events build on is still the last full one
-                scan_start = state["scan_start_ns"] or 0
+                counts.update(fallbacks=state.fallbacks + 1, fallback=plan.reason, fallback_ns=stamp)
+            if partial:                    # the base the watcher's events build on is still the last full one
+                scan_start = state.scan_start_ns or 0
             catalog.set_state(project.id, result.root, stamp, scan_start_ns=scan_start,
                               consumed_seq=plan.upto, last_stats=json.dumps(scanned.stats), **counts)
             catalog.drop_events_upto(project.id, plan.upto)
@@ -295,38 +327,23 @@ class WorkingCopy:
 
 
 @contextmanager
-def locked(project: Project, timeout: float = 30.0, complete_pending: bool = True):
+def locked(project: Project, timeout: float = LOCK_TIMEOUT_S):
     """The project's working copy, under its lock (`StoreLocked` after `timeout` seconds).
-    Pending checkpoints a watcher left (it died during its first scan, or failed to
-    complete them) are completed first: whoever holds the lock next does it (pending.py),
-    unless `complete_pending` is False (a watcher's first scan completes them after it)."""
+    Taking it reads and writes nothing: pending checkpoints are the caller's choice
+    (`pending.locked_completing`)."""
     with project_lock(project.home, project.id, timeout=timeout):
-        wc = WorkingCopy(project)
-        if complete_pending and project.catalog.has_pending(project.id):
-            from rewind.capture import pending
-            try:
-                pending.complete(wc, by="hook")
-            except Exception as e:
-                from rewind.log import log
-                log(f"{project.root}: pending checkpoints not completed", e)
-        yield wc
+        yield WorkingCopy(project)
 
 
 def capture(project: Project, kind: str, *, message: str | None = None, meta: dict | None = None,
             full: bool = False, progress=None, settings=config.LOAD,
-            lock_timeout: float = 30.0) -> tuple[Checkpoint, ScanResult]:
-    """Take a checkpoint of the project's tree: scan (whole with `full`), commit."""
-    with locked(project, lock_timeout) as wc:
+            lock_timeout: float = LOCK_TIMEOUT_S, lock=locked) -> tuple[Checkpoint, ScanResult]:
+    """Take a checkpoint of the project's tree: scan (whole with `full`), commit. `lock`
+    takes the working copy (`pending.locked_completing`: after what is pending)."""
+    with lock(project, lock_timeout) as wc:
         scanned = wc.scan(Scan.full(progress) if full else Scan("auto", progress=progress))
         cp = wc.commit(scanned, Commit(kind, message=message, meta=meta, settings=settings))
     return cp, scanned.result
-
-
-def _json(text: str | None) -> dict | None:
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return None
 
 
 def start_recompress(home: str) -> None:

@@ -7,7 +7,7 @@ because concurrent hook processes are normal. The schema is built in a temporary
 linked into place (schema.py), so racing first calls can never see half a schema.
 
 `Catalog` is one class assembled from one mixin per group of tables, each in its own
-module: checkpoints.py (checkpoints, changes, restores, retention), marks.py (checkpoint
+module: checkpoints.py (checkpoints, changes, restores, retention), numbers.py (checkpoint
 numbers), statcache.py (stat cache, scan state, damaged objects), sessions.py (sessions,
 tool windows, pre-images, observations), watch.py (the watcher's rows). This module holds
 the connection, transactions, projects and meta. A method documented "inside a
@@ -21,7 +21,7 @@ import sqlite3
 from contextlib import contextmanager
 
 from rewind.catalog.checkpoints import CheckpointsMixin
-from rewind.catalog.marks import MarksMixin
+from rewind.catalog.numbers import NumbersMixin
 from rewind.catalog.pending import PendingMixin
 from rewind.catalog.sessions import SessionsMixin
 from rewind.catalog.statcache import StatCacheMixin
@@ -33,7 +33,7 @@ from rewind.errors import SchemaTooNew
 BUSY_TIMEOUT_S = 30
 
 
-class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, WatchMixin, PendingMixin, TrashMixin):
+class Catalog(CheckpointsMixin, NumbersMixin, StatCacheMixin, SessionsMixin, WatchMixin, PendingMixin, TrashMixin):
     def __init__(self, home: str, shared: bool = False):
         """`shared`: used from more than one thread, one at a time (the watcher's serving
         connection: watch/serve.py)."""
@@ -42,10 +42,10 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
         if not os.path.exists(self.path):
             from rewind.catalog.schema import create
             create(home, self.path)
-        self._pending_marks: dict[str, int] = {}
-        # a dict: committed marks wait here for write_marks_later() (a served call writes
-        # them after its answer: the rename is 0.4 ms on ext4); None: written at commit
-        self.marks_later: dict[str, int] | None = None
+        self._numbers_to_write: dict[str, int] = {}
+        # a dict: committed highest numbers wait here for write_numbers_later() (a served call
+        # writes them after its answer: the rename is 0.4 ms on ext4); None: written at commit
+        self.numbers_later: dict[str, int] | None = None
         self._riders: list[tuple[str, tuple]] = []   # statements for the next transaction
         self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                   check_same_thread=not shared)
@@ -64,7 +64,7 @@ class Catalog(CheckpointsMixin, MarksMixin, StatCacheMixin, SessionsMixin, Watch
 
     def clean(self) -> bool:
         """No transaction open, nothing queued for the next one: fit to serve another call."""
-        return not self.db.in_transaction and not self._riders and not self._pending_marks
+        return not self.db.in_transaction and not self._riders and not self._numbers_to_write
 
     # -- transactions ------------------------------------------------------------------
     def transaction(self):
@@ -186,10 +186,10 @@ class _Txn:
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
             self.db.execute("COMMIT")
-            if self.catalog is not None and self.catalog._pending_marks:
-                self.catalog._commit_marks()
+            if self.catalog is not None and self.catalog._numbers_to_write:
+                self.catalog._commit_numbers()
         else:
             self.db.execute("ROLLBACK")
             if self.catalog is not None:
-                self.catalog._pending_marks = {}
+                self.catalog._numbers_to_write = {}
         return False

@@ -20,6 +20,7 @@ from rewind.constants import CATALOG_NAME
 
 FULL, READ_ONLY, DAMAGED, INTACT = "full", "read-only", "damaged", "intact"
 ROOM = 1 << 20          # less free than this where the catalog is: too full for SQLite to work
+PROBE_TIMEOUT_S = 5     # the read-only probe's SQLite busy timeout
 _CORRUPT, _NOTADB, _FULL, _READONLY, _IOERR, _CANTOPEN = 11, 26, 13, 8, 10, 14
 
 
@@ -73,7 +74,7 @@ def probe(home: str) -> str:
     last = "unreadable"
     for query in ("mode=ro", "mode=ro&immutable=1"):
         try:
-            db = sqlite3.connect(f"file:{_quote(path)}?{query}", uri=True, timeout=5)
+            db = sqlite3.connect(f"file:{_quote(path)}?{query}", uri=True, timeout=PROBE_TIMEOUT_S)
         except sqlite3.Error as e:
             last = str(e)
             continue

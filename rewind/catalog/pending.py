@@ -8,12 +8,11 @@ from __future__ import annotations
 import os
 
 from rewind.clock import wall_ns
+from rewind.constants import HEARTBEAT_STALE_S
 from rewind.model import Checkpoint
 
 _P_COLS = ("project_id", "number", "kind", "created_at", "created_ns", "message", "agent", "session_id",
            "prompt_id", "prompt_source", "transcript_path", "git_head", "git_branch")
-
-BASELINE_STALE_S = 5.0       # the watcher's heartbeat older than this: its first scan is not running
 
 
 class PendingMixin:
@@ -37,7 +36,7 @@ class PendingMixin:
         """The watcher says its first scan runs, and its heartbeat is fresh."""
         row = self.db.execute("SELECT baseline_ns, heartbeat_ns, stopped_ns FROM watchers WHERE project_id=?",
                               (project_id,)).fetchone()
-        return bool(row and row[0] is not None and row[2] is None and now_ns - row[1] <= BASELINE_STALE_S * 1e9)
+        return bool(row and row[0] is not None and row[2] is None and now_ns - row[1] <= HEARTBEAT_STALE_S * 1e9)
 
     def begin_pending(self, cp: Checkpoint) -> int | None:
         """Record `cp` as pending if the watcher's first scan is running (checked in the same

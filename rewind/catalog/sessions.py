@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from rewind.model import ChangeRow
+from rewind.model import ChangeRow, Source, ToolWindow
 
 
 class SessionsMixin:
@@ -119,22 +119,17 @@ class SessionsMixin:
                          "closed_ns IS NULL ORDER BY id LIMIT 1", (project_id, kind, session_id)).fetchone()
         return row[0] if row else None
 
-    def open_windows(self, project_id: int) -> list[dict]:
+    def open_windows(self, project_id: int) -> list[ToolWindow]:
         """The windows that may explain what the next scan finds: open ones, and those closed
         after the last scan *began* (a long scan, the watcher's first one above all, may
         have listed a directory before a tool wrote there, and ended after it closed)."""
-        cols = ("id", "agent", "session_id", "agent_id", "tool_use_id", "tool", "kind", "command",
-                "target", "opened_ns", "closed_ns", "post_oid", "failed")
-        rows = self.db.execute(f"SELECT {','.join(cols)} FROM windows WHERE project_id=? AND "
+        rows = self.db.execute(f"SELECT {','.join(ToolWindow._fields)} FROM windows WHERE project_id=? AND "
                                "(closed_ns IS NULL OR closed_ns >= (SELECT coalesce(max(CASE WHEN scan_start_ns > 0 "
                                "THEN min(scan_start_ns, last_scan_ns) ELSE last_scan_ns END), 0) "
                                "FROM project_state WHERE project_id=?))", (project_id, project_id))
-        out = []
-        for r in rows:
-            w = dict(zip(cols, r))
-            w["target"] = os.fsdecode(w["target"]) if w["target"] is not None else None
-            out.append(w)
-        return out
+        target = ToolWindow._fields.index("target")
+        return [ToolWindow(*r[:target], os.fsdecode(r[target]) if r[target] is not None else None, *r[target + 1:])
+                for r in rows]
 
     # The watcher's view of shell windows: (id, agent_pid, pid_mark, hook_pids) rows.
     def shell_windows_since(self, project_id: int, since_ns: int) -> list[tuple]:
@@ -180,16 +175,16 @@ class SessionsMixin:
             [(project_id, base, os.fsencode(r.path), r.source, r.tool, r.command, r.session_id,
               ",".join(r.flags), ts) for r in rows])
 
-    def observations(self, project_id: int, base: int | None) -> dict[str, tuple]:
-        """Latest observation per path under checkpoint `base`: path -> (source, tool, command,
-        session_id, flags)."""
-        out: dict[str, tuple] = {}
+    def observations(self, project_id: int, base: int | None) -> dict[str, Source]:
+        """Latest observation per path under checkpoint `base`: path -> its `Source`."""
+        out: dict[str, Source] = {}
         cond = "base IS NULL" if base is None else "base=?"
         args = (project_id,) if base is None else (project_id, base)
-        for path, *rest in self.db.execute(
+        for path, source, tool, command, session_id, flags in self.db.execute(
                 f"SELECT path, source, tool, command, session_id, flags FROM observations "
                 f"WHERE project_id=? AND {cond} ORDER BY seq", args):
-            out[os.fsdecode(path)] = tuple(rest)
+            out[os.fsdecode(path)] = Source(source, tool, command, session_id,
+                                            tuple(f for f in flags.split(",") if f))
         return out
 
     def prune_history(self, project_id: int, before_ns: int) -> int:

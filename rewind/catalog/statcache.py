@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
+from rewind.model import ScanState
+
 
 class StatCacheMixin:
     # -- stat cache --------------------------------------------------------------------
@@ -46,14 +48,10 @@ class StatCacheMixin:
         self.db.execute(f"UPDATE project_state SET {', '.join(f'{c}=?' for c in cols)} WHERE project_id=?",
                         (*cols.values(), project_id))
 
-    def scan_state(self, project_id: int) -> dict:
-        cols = ("last_tree", "last_scan_ns", "scan_start_ns", "consumed_seq", "last_stats", "full_scans",
-                "quick_scans", "fallbacks", "fallback", "fallback_ns")
-        row = self.db.execute(f"SELECT {','.join(cols)} FROM project_state WHERE project_id=?",
+    def scan_state(self, project_id: int) -> ScanState:
+        row = self.db.execute(f"SELECT {','.join(ScanState._fields)} FROM project_state WHERE project_id=?",
                               (project_id,)).fetchone()
-        return dict(zip(cols, row)) if row else {c: None for c in cols} | {
-            "last_scan_ns": 0, "scan_start_ns": 0, "consumed_seq": 0, "full_scans": 0, "quick_scans": 0,
-            "fallbacks": 0}
+        return ScanState(*row) if row else ScanState()
 
     def forget_state(self, project_id: int) -> None:
         """Inside a transaction: the caches that describe the tree as last scanned."""

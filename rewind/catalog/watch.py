@@ -88,7 +88,7 @@ class WatchMixin:
 
     def last_activity(self, project_id: int | None = None) -> int:
         """When the project (None: any project of the store, which the raw packs'
-        recompression waits to be quiet: store/sweep.wait_for_idle) last saw a scan or a
+        recompression waits to be quiet: store/repack.wait_for_idle) last saw a scan or a
         tool window open (0: never)."""
         where, args = ("WHERE project_id=?", (project_id, project_id)) if project_id is not None else ("", ())
         return self.db.execute(

@@ -16,9 +16,9 @@ from rewind.cli.common import project_for, project_paths, resolve_checkpoint
 from rewind.cli.ids import IdSpec, complete_id, parse_second_id
 from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
 from rewind.cli.pending_view import LOOK_WAIT_S
-from rewind.diff import change_rows, diff_trees, path_filter
 from rewind.errors import CorruptObject, RewindError
 from rewind.store.tree import LARGE, LINK, Entry
+from rewind.store.treediff import change_rows, diff_trees, path_filter
 
 
 def _content(project, entry: Entry | None, path: str, from_disk: bool) -> bytes | None:

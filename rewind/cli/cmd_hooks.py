@@ -40,7 +40,7 @@ AGENTS_HELP = "claude, gemini, codex, cursor (generic: see the README)"
 
 def _first_snapshot(root: str) -> str | None:
     """Hooks installed for a project start its watcher, and so its first snapshot, now
-    (DESIGN: at `rewind hooks install` or SessionStart): in a big tree the scan is then
+    (docs/design.md: at `rewind hooks install` or SessionStart): in a big tree the scan is then
     under way, or done, when the person starts the agent, and the first prompt's shell
     command does not wait for it. Not with the watcher off, nor for a tree a hook would
     refuse as a project (the filesystem's root, a system or home directory, one holding
@@ -52,10 +52,10 @@ def _first_snapshot(root: str) -> str | None:
     settings = config.load_quietly(root)
     if settings is None or not settings.watch:
         return None
+    from rewind.background import spawn_watcher
     from rewind.capture.dirty import running
     from rewind.hooks.recorder import not_a_project
     from rewind.project import open_catalog
-    from rewind.watch.control import start_background
     home, cat = open_catalog()
     try:
         if not_a_project(root, cat):
@@ -65,7 +65,7 @@ def _first_snapshot(root: str) -> str | None:
             return None                    # it watches already (its first snapshot taken or under way)
     finally:
         cat.close()
-    start_background(root, settings.watch_idle_minutes)
+    spawn_watcher(root, settings.watch_idle_minutes)
     return f"the first snapshot of {root} is being taken in the background (`rewind watch --status`)"
 
 

@@ -50,15 +50,15 @@ def _to_now(project, target, paths, given, title: str, conversation: str, cross_
         _check_paths(project, target, current, paths, given)
         if not (plan.empty and not plan.skipped):
             present(project, plan, title, current)
-    safety, applied, done = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True,
-                                                   cross_mounts=cross_mounts)
-    if safety is None:
-        if applied.unmet:          # nothing it could do, and the tree is not the checkpoint's
-            left_alone(applied, "the rewind", f"rewind to {target.number}")
+    result = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True,
+                                    cross_mounts=cross_mounts)
+    if result.safety is None:
+        if result.plan.unmet:      # nothing it could do, and the tree is not the checkpoint's
+            left_alone(result.plan, "the rewind", f"rewind to {target.number}")
         render.out(f"Nothing to do: the tree already matches checkpoint {target.number}.")
     else:
-        say_rewound(target, safety, applied)
-        left_alone(applied, "the rewind", f"rewind to {target.number}")
+        say_rewound(target, result.safety, result.plan)
+        left_alone(result.plan, "the rewind", f"rewind to {target.number}")
     if conversation:
         _fork(target, False, project.root)
 
@@ -116,8 +116,9 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         if plan.empty and plan.unmet:      # only what it must leave: nothing to ask about
             left_alone(plan, "the rewind", f"rewind to {target.number}")
         confirm(yes, question)
-        safety, applied, done = _restore_with_progress(project, target, paths, cross_mounts=cross_mounts)
-        say_rewound(target, safety, applied)
+        result = _restore_with_progress(project, target, paths, cross_mounts=cross_mounts)
+        applied = result.plan
+        say_rewound(target, result.safety, applied)
         left_alone(applied, "the rewind", f"rewind to {target.number}")
         if applied.count != plan.count or len(applied.ops) != len(plan.ops):
             render.err("note: the tree changed while you were deciding; the restore followed the "
@@ -168,14 +169,13 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
         elif dry_run:
             raise UndoUnavailable(f"the safety checkpoint {safety_number} of that rewind is gone",
                                   hint="it was dropped by retention; `rewind list` shows what is left")
-        result = undo(project, cross_mounts=cross_mounts)
-        target_number, new_safety, applied, done = result
-        if new_safety is None:
-            render.out(f"The rewind to checkpoint {target_number} changed nothing; marked undone.")
+        undone = undo(project, cross_mounts=cross_mounts)
+        if undone.safety is None:
+            render.out(f"The rewind to checkpoint {undone.rewound_to} changed nothing; marked undone.")
         else:
-            render.out(f"Undid the rewind to checkpoint {target_number}: {paths_phrase(changed(applied))} "
-                       f"changed. The tree from before the undo is checkpoint {new_safety.number}.")
-            left_alone(applied, "the undo", f"rewind to {applied.target.number}")
+            render.out(f"Undid the rewind to checkpoint {undone.rewound_to}: {paths_phrase(changed(undone.plan))} "
+                       f"changed. The tree from before the undo is checkpoint {undone.safety.number}.")
+            left_alone(undone.plan, "the undo", f"rewind to {undone.plan.target.number}")
     finally:
         project.close()
 

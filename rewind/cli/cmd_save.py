@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from rewind.capture.pending import locked_completing
 from rewind.capture.working_copy import capture
 from rewind.cli import render
 from rewind.cli.common import project_for
@@ -24,7 +25,7 @@ def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
         try:
             from rewind.text import unbroken
             cp, result = capture(project, "manual", message=unbroken(message) if message else message,
-                                 full=True, progress=tick, settings=settings)
+                                 full=True, progress=tick, settings=settings, lock=locked_completing)
             if settings is None:         # and it counts in a ring of its own (retention.py)
                 with project.catalog.transaction():
                     project.catalog.set_stats(project.id, cp.number, dict(cp.stats, by_agent=True))

@@ -17,8 +17,9 @@ from rewind.project import open_catalog
 
 
 def _catalog_size(home: str) -> int:
+    from rewind.constants import CATALOG_NAME
     return sum(os.path.getsize(os.path.join(home, f)) for f in os.listdir(home)
-               if f.startswith("catalog.sqlite"))
+               if f.startswith(CATALOG_NAME))
 
 
 def _project_row(catalog, pid: int, root: str, usage: dict) -> dict:
@@ -30,6 +31,41 @@ def _project_row(catalog, pid: int, root: str, usage: dict) -> dict:
             "newest_at": newest.created_at if newest else None,
             "oldest": cps[-1][0] if cps else None,
             "objects": objects, "bytes": size}
+
+
+def settings_differ(view: dict) -> list[dict] | None:
+    """The settings in which the running watcher's environment and this one differ, compared
+    as the watcher compares a hook's (watch/serve.py: SAME_ENV and every REWIND_*): a hook
+    run with this environment is refused and runs standalone. None: no watcher runs, or its
+    environment cannot be read (/proc/PID/environ is its environment at exec, and the
+    watcher never changes its own)."""
+    if not view.get("running") or not view.get("pid"):
+        return None
+    from rewind.watch.serve import PER_CALL_ENV, SAME_ENV
+    try:
+        with open(f"/proc/{view['pid']}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    theirs = {}
+    for entry in raw.split(b"\0"):
+        key, sep, value = entry.partition(b"=")
+        if sep:
+            theirs[os.fsdecode(key)] = os.fsdecode(value)
+    keys = set(SAME_ENV) | {k for k in (*theirs, *os.environ) if k.startswith("REWIND_")}
+    return [{"name": k, "watcher": theirs.get(k), "here": os.environ.get(k)}
+            for k in sorted(keys - PER_CALL_ENV) if theirs.get(k) != os.environ.get(k)]
+
+
+def _setting(value: str | None) -> str:
+    return "unset" if value is None else render.safe(value) or '""'
+
+
+def _print_settings_differ(differ: list[dict] | None) -> None:
+    if not differ:
+        return
+    apart = "; ".join(f"{d['name']}={_setting(d['watcher'])} there, {_setting(d['here'])} here" for d in differ)
+    render.out(f"settings:    the watcher runs with other settings ({apart}): hooks here run standalone")
 
 
 def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -> None:
@@ -59,6 +95,7 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
         usage = gcmod.usage(home, catalog, [project.id], sizes)
         row = _project_row(catalog, project.id, project.root, usage)
         watch = watcher_view(project)
+        watch["settings_differ"] = settings_differ(watch)
         failures = hook_failures(project)
         lost = lost_prompts(project)
         project.close()
@@ -85,6 +122,7 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
                        f"{settings.retention_days:g} days ({src})")
         render.out(f"content:     {row['objects']:,} objects, {render.human_size(row['bytes'])} for this project")
         print_watcher(watch)
+        _print_settings_differ(watch["settings_differ"])
         _print_store(store, last)
     finally:
         catalog.close()

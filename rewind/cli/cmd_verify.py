@@ -87,7 +87,7 @@ def _drop_damaged(report, project_dir: str, yes: bool) -> int:
         confirm(yes, f"Forget these {len(numbers)} checkpoint(s)?")
         from rewind.clock import now_ns
         from rewind.lock import project_lock
-        with project_lock(project.home, project.id, timeout=30):
+        with project_lock(project.home, project.id):
             with project.catalog.transaction():
                 batch = project.catalog.trash_checkpoints(project.id, numbers, "rewind verify --drop-damaged",
                                                           now_ns())

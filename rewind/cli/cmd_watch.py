@@ -26,10 +26,10 @@ def watcher_view(project) -> dict:
            "stopped": ({"at": _iso(row["stopped_ns"]), "reason": row["stop_reason"]}
                        if row and row["stopped_ns"] else None),
            "died": bool(row and not row["stopped_ns"] and live is None),
-           "quick_scans": st["quick_scans"] or 0, "full_scans": st["full_scans"] or 0,
-           "fallbacks": st["fallbacks"] or 0,
-           "last_fallback": ({"reason": st["fallback"], "at": _iso(st["fallback_ns"])}
-                             if st["fallback"] else None)}
+           "quick_scans": st.quick_scans or 0, "full_scans": st.full_scans or 0,
+           "fallbacks": st.fallbacks or 0,
+           "last_fallback": ({"reason": st.fallback, "at": _iso(st.fallback_ns)}
+                             if st.fallback else None)}
     from rewind.capture.pending import first_scan_running
     since = project.catalog.baseline_since(project.id)
     out["first_scan_since"] = _iso(since) if since and first_scan_running(project) else None
@@ -85,7 +85,7 @@ def print_watcher(view: dict) -> None:
 def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bool, background: bool,
                idle_minutes: Optional[float]) -> int:
     from rewind import config
-    from rewind.watch import control, daemon
+    from rewind.watch import control, process
     project = project_for(project_dir, create=not (stop or status))
     try:
         if status:
@@ -114,7 +114,7 @@ def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bo
             render.out(f"watching {root} ({dirs:,} directories); Ctrl-C stops")
 
     started = time.monotonic()
-    code = daemon.serve(root, pid, background, idle_s, on_ready=ready)
+    code = process.run_watcher(root, pid, background, idle_s, on_ready=ready)
     if code == 1:
         if not background:
             render.err(f"a watcher already runs for {root} (`rewind watch --status` shows it)")

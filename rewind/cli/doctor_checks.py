@@ -59,8 +59,8 @@ def check_watcher(project) -> list[dict]:
         out.append(finding("ok", "the watcher is turned off (watch = false): hooks scan the whole tree"))
     else:
         out.append(finding("ok", "the watcher is not running; an agent session starts it"))
-    if st.get("fallbacks"):
-        out.append(finding("warn", f"{st['fallbacks']} hook(s) fell back to a full scan (last: {st['fallback']})",
+    if st.fallbacks:
+        out.append(finding("warn", f"{st.fallbacks} hook(s) fell back to a full scan (last: {st.fallback})",
                            "see `rewind status`; a lasting cause (watch limit) is listed below"))
     return out
 

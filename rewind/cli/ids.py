@@ -47,8 +47,9 @@ def complete_id(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
     try:
         from rewind import locations
         from rewind.catalog.db import Catalog
+        from rewind.constants import CATALOG_NAME
         home = locations.data_dir()
-        if not os.path.exists(os.path.join(home, "catalog.sqlite")):
+        if not os.path.exists(os.path.join(home, CATALOG_NAME)):
             return []
         catalog = Catalog(home)
         try:

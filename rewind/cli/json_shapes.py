@@ -1,4 +1,4 @@
-"""Checkpoints and changes as the JSON contract of DESIGN.md (fields are only ever added)."""
+"""Checkpoints and changes as the JSON contract of docs/design.md (fields are only ever added)."""
 
 from __future__ import annotations
 

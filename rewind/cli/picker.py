@@ -25,13 +25,23 @@ from rewind.cli.list_view import describe
 from rewind.cli.pending_view import is_pending, with_pending
 from rewind.cli.restore_view import (forked_text, left_alone, not_undone_lines, paths_phrase, rewound_text, view_of,
                                      who)
-from rewind.diff import diff_trees
 from rewind.errors import ConversationUnavailable, RewindError
 from rewind.history.conversation import fork
 from rewind.history.restore import restore
-from rewind.history.restore_plan import plan_for_display
+from rewind.history.restore_plan import RestorePlan, plan_for_display
+from rewind.model import Checkpoint
+from rewind.store.treediff import diff_trees
+from rewind.structs import dataclass
 
 PLAN_LINES = 500       # operations listed in the dialog; `rewind to N --dry-run` lists them all
+
+
+@dataclass
+class Restored:
+    """What the picker restored: the checkpoint, and the plan applied (what it left is said
+    once the terminal is back)."""
+    target: Checkpoint
+    plan: RestorePlan
 
 
 def by(row) -> str:
@@ -128,7 +138,7 @@ def run_picker(project):
             self.pairs: dict = {}
             self.lines: list = []           # per checkpoint: badges, prompt, changes, id, age, kind
             self.filled_width = 0
-            self.restored = None            # (checkpoint, plan applied) once the code is restored
+            self.restored: Restored | None = None     # once the code is restored
             self.failure: RewindError | None = None
 
         def compose(self) -> ComposeResult:
@@ -307,9 +317,9 @@ def run_picker(project):
             said = []
             try:
                 if choice in ("code", "both"):
-                    safety, applied, _ = restore(project, cp, paths)
-                    self.restored = (cp, applied)
-                    said.append(rewound_text(cp, safety, applied, paths))
+                    result = restore(project, cp, paths)
+                    self.restored = Restored(cp, result.plan)
+                    said.append(rewound_text(cp, result.safety, result.plan, paths))
                 if choice in ("conversation", "both"):
                     new_id, _ = fork(cp)
                     said.append(forked_text(cp, new_id, project.root))
@@ -328,5 +338,4 @@ def pick(project) -> None:
     if app.failure is not None:
         raise app.failure
     if app.restored is not None:
-        cp, applied = app.restored
-        left_alone(applied, "the rewind", f"rewind to {cp.number}")
+        left_alone(app.restored.plan, "the rewind", f"rewind to {app.restored.target.number}")

@@ -15,9 +15,10 @@ from rewind.cli.list_view import restored_text
 from rewind.errors import PathsChangedDuringRestore, Refused, RestoreIncomplete
 from rewind.history.effects import not_undone
 from rewind.history.restore_apply import file_mode
-from rewind.history.restore_plan import RestorePlan, entry_at
+from rewind.history.restore_plan import RestorePlan
 from rewind.model import ChangeRow
 from rewind.store.tree import FILE
+from rewind.store.treediff import entry_at
 from rewind.structs import dataclass, field
 
 AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint
@@ -121,10 +122,8 @@ def wrote(row: ChangeRow | None) -> str:
     """Who wrote the content a change left, through a restore to the one who wrote it first."""
     if row is not None and row.source == "rewind" and row.restored and row.restored.get("source"):
         r = row.restored
-        return who(ChangeRow(path=row.path, status=row.status, old_kind=None, new_kind=None, old_mode=None,
-                             new_mode=None, old_oid=None, new_oid=None, old_size=None, new_size=None,
-                             source=r["source"], tool=r.get("tool"), command=r.get("command"),
-                             session_id=r.get("session_id")))
+        return who(ChangeRow.placeholder(row.path, row.status, source=r["source"], tool=r.get("tool"),
+                                         command=r.get("command"), session_id=r.get("session_id")))
     return who(row)
 
 

@@ -1,6 +1,6 @@
 """gc: drop what the ring and the retention drop, then sweep the objects nothing needs.
 
-Safe while hooks write (DESIGN.md "retention"), in this order:
+Safe while hooks write (docs/design.md, "Ring and retention"), in this order:
 1. `start`: the filesystem's clock, read before anything else (`plan_gc`). Objects whose
    mtime is not older than `start` are never swept (a writer's fresh or reused object:
    `Store.put` refreshes the mtime of one it reuses).
@@ -20,7 +20,7 @@ Safe while hooks write (DESIGN.md "retention"), in this order:
 5. Sweep (`sweep.sweep_loose`, `sweep.sweep_packs`): an unmarked object older than `start`
    is moved into `gc-trash/` (atomic), its mtime checked again there, and only then
    unlinked; a pack goes when nothing in it is marked.
-6. After the lock: small packs are merged (`sweep.merge_small`), leaving out what no root
+6. After the lock: small packs are merged (`repack.merge_small`), leaving out what no root
    named under the lock. The merged pack is written and synced before the old ones go, and
    nothing a writer can come to rely on is left out (`put` never relies on a packed copy;
    the caches and trees it may reuse were all roots), so hooks do not wait for this copy,
@@ -30,7 +30,7 @@ start, the instant, the settings, the verdicts) and changes nothing; `apply` car
 out, then steps 3-6, which cannot be fixed in advance without marking before the rows go
 or sweeping outside the lock. A dry run's plan previews steps 3-6 as `apply` would take
 them (the same functions, with `dry_run`), deleting nothing. The store's side of steps 5-6
-(its layout, the trash, packs) is store/sweep.py.
+(its layout, the trash, packs) is store/sweep.py and store/repack.py.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ from rewind.lock import store_lock, try_lock
 from rewind.retention import enforce
 from rewind.store import tree as treemod
 from rewind.store.objects import Store
-from rewind.store.sweep import (GC_LOCK, Progress, SweepCounts, clean_tmp, merge_small, object_sizes,
-                                recompress, recover_trash, sweep_loose, sweep_packs, totals)
+from rewind.store.repack import merge_small, recompress
+from rewind.store.sweep import GC_LOCK, Progress, SweepCounts, clean_tmp, recover_trash, sweep_loose, sweep_packs
+from rewind.store.usage import object_sizes, totals
 from rewind.store.tree import DIR, FILE, LARGE, LINK
 from rewind.structs import dataclass, field
 

@@ -1,5 +1,5 @@
 """History belongs to the person: the commands that delete it refuse to run from inside an
-agent's tool (DESIGN.md, "Command-line contract").
+agent's tool (docs/design.md, "History belongs to the person").
 
 An agent's shell command runs with the person's rights, so no check here can be a wall;
 it is a tripwire against the one-line prompt injection (`rewind forget --yes`,

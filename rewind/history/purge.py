@@ -169,10 +169,12 @@ def purge(home: str, catalog, project_id: int, root: str, rels: list[str]) -> Pu
 def _delete(home: str, oids: set[str]) -> tuple[int, int]:
     """The objects themselves: loose copies unlinked, packs that hold one rewritten without it."""
     from rewind.store.pack import Pack
-    from rewind.store.sweep import remove_pack, write_merged
+    from rewind.store.repack import write_merged
+    from rewind.store.sweep import remove_pack
+    from rewind.constants import OBJECTS_DIR
     from rewind.store.objects import PACKS_DIR
     removed, size = set(), 0
-    objects = os.path.join(home, "objects")
+    objects = os.path.join(home, OBJECTS_DIR)
     for oid in oids:
         p = loose_path(objects, oid)
         try:

@@ -11,33 +11,54 @@ from __future__ import annotations
 
 import json
 import os
+from typing import NamedTuple
 
 from rewind import clock
-from rewind.capture.working_copy import FORCED_REWIND, Commit, Scan, locked
+from rewind.capture.pending import locked_completing
+from rewind.capture.working_copy import Commit, Scan
 from rewind.clock import iso_now
 from rewind.errors import CheckpointNotFound, DamagedCopy, RestoreStopped, RewindError, UndoUnavailable
 from rewind.fsutil import atomic_write, ensure_private_dir, read_fd
 from rewind.history.restore_apply import Dirs, apply_plan, expectations, journal_path, recover, split_path
 from rewind.history.restore_plan import RestorePlan, held_by, plan_restore
-from rewind.model import Checkpoint
+from rewind.lock import LOCK_TIMEOUT_S
+from rewind.model import Checkpoint, Source
 from rewind.project import Project
 from rewind.store.tree import FILE, LINK
 
 _MEMORY_BUDGET = 256 * 1024 * 1024
 
 
+class RestoreResult(NamedTuple):
+    """What a restore did: its safety checkpoint (None when `skip_if_empty` found nothing to
+    do), the plan it applied (with what it left, `plan.left` and `plan.unmet`), and how many
+    operations it carried out."""
+    safety: Checkpoint | None
+    plan: RestorePlan
+    done: int
+
+
+class UndoResult(NamedTuple):
+    """What an undo did: the checkpoint the undone rewind went to, and the restore that put
+    back what it overwrote (`safety` None when the rewind changed nothing)."""
+    rewound_to: int
+    safety: Checkpoint | None
+    plan: RestorePlan
+    done: int
+
+
 def restore(project: Project, target: Checkpoint, paths: list[str] | None = None,
-            is_undo: bool = False, lock_timeout: float = 30.0, progress=None, before_apply=None,
-            skip_if_empty: bool = False, cross_mounts: bool = False):
+            is_undo: bool = False, lock_timeout: float = LOCK_TIMEOUT_S, progress=None, before_apply=None,
+            skip_if_empty: bool = False, cross_mounts: bool = False) -> RestoreResult:
     """Scan the tree (storing it), plan from that scan, take the safety checkpoint of it,
     verify every object, apply. `before_apply(plan, scan)` sees the plan before anything is
     written (it may raise to stop); with `skip_if_empty` an empty plan takes no checkpoint
-    and returns (None, plan, 0). Returns (safety checkpoint, plan applied, operations done).
+    (its result's `safety` is None).
     The scan reads every path the target holds, even one today's ignore rules skip: what
     the restore overwrites there is in the safety checkpoint too; the next scan (right after
     the restore) lists those paths again under today's rules. What the plan leaves that the
     target holds is `plan.unmet` (the caller names it and fails)."""
-    with locked(project, lock_timeout) as wc:
+    with locked_completing(project, lock_timeout) as wc:
         recover(project)
         if project.catalog.checkpoint(project.id, target.number) is None:
             raise CheckpointNotFound(f"checkpoint {target.number} was dropped while this rewind waited",
@@ -54,7 +75,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
             if before_apply is not None:
                 before_apply(plan, current)
             if skip_if_empty and plan.empty:
-                return None, plan, 0
+                return RestoreResult(None, plan, 0)
             # every object the plan needs is read and verified before anything is recorded or
             # written: a damaged object stops the rewind with the ring as it was
             data: dict[str, bytes] = {}
@@ -104,9 +125,9 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
             for path in relist:              # read despite today's rules: listed again under them
                 touched.setdefault(path, "m")
             relist = {}
-            wc.commit(wc.scan(Scan.written(touched, hints=written, by=FORCED_REWIND)))
+            wc.commit(wc.scan(Scan.written(touched, hints=written, by=Source.rewind())))
             _enforce_ring(project)
-            return safety, plan, done
+            return RestoreResult(safety, plan, done)
         finally:
             if relist:
                 _relist(wc, relist)
@@ -197,9 +218,9 @@ def _enforce_ring(project: Project) -> None:
             enforce(project.catalog, project.id, settings, now_ns())
 
 
-def undo(project: Project, lock_timeout: float = 30.0, cross_mounts: bool = False):
+def undo(project: Project, lock_timeout: float = LOCK_TIMEOUT_S, cross_mounts: bool = False) -> UndoResult | None:
     """Revert the newest rewind not yet undone: put back, from its safety checkpoint, the
-    paths it touched. Returns (the undone rewind's target, safety, plan, done) or None."""
+    paths it touched. None when there is no rewind to undo."""
     row = project.catalog.newest_undoable(project.id)
     if row is None:
         return None
@@ -213,7 +234,7 @@ def undo(project: Project, lock_timeout: float = 30.0, cross_mounts: bool = Fals
         result = restore(project, safety, touched, is_undo=True, lock_timeout=lock_timeout,
                          cross_mounts=cross_mounts)
     else:
-        result = (None, RestorePlan(safety), 0)
+        result = RestoreResult(None, RestorePlan(safety), 0)
     with project.catalog.transaction():
         project.catalog.mark_undone(restore_id)
-    return (target_number, *result)
+    return UndoResult(target_number, result.safety, result.plan, result.done)

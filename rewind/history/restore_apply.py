@@ -15,13 +15,14 @@ import json
 import os
 import stat as S
 
-from rewind.constants import JOURNAL_DIR, TMP_PREFIX
+from rewind.constants import COARSE_MTIME_NS, JOURNAL_DIR, TMP_PREFIX
 from rewind.errors import RewindError, UnsafePath
 from rewind.fsutil import read_fd, write_all
-from rewind.history.restore_plan import Op, RestorePlan
+from rewind.history.restore_plan import LeftAlone, Op, RestorePlan
 from rewind.project import Project
 from rewind.store.objects import digest_of
 from rewind.store.tree import DIR, FILE, LINK
+from rewind.structs import dataclass
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -99,19 +100,28 @@ def _note_written(written: dict, op: Op, name: str, pfd: int, mine: os.stat_resu
                             S.S_IMODE(st.st_mode), op.entry.oid)
 
 
-STILL_NS = 2 * 10**9    # a file modified this close to the scan: its stat cannot vouch (coarse clocks)
+@dataclass(frozen=True)
+class Expectation:
+    """What the safety scan stored at a path an operation replaces or removes. A file's
+    stat fields are None when the stat cache does not vouch for it (then `reread`)."""
+    kind: str                       # FILE | LINK | DIR
+    oid: str | None = None          # a file's or a link's content
+    ino: int | None = None
+    size: int | None = None         # negative: an entry the cache keeps as still suspect
+    mtime_ns: int | None = None
+    ctime_ns: int | None = None     # None for a file with other links too (see `expectations`)
+    reread: bool = False            # the stat cannot tell a later write: hash the bytes again
 
 
 def expectations(project: Project, plan: RestorePlan, scan_ns: int,
-                 hardlinks: set[str] = frozenset()) -> dict[str, tuple | None]:
-    """For each path an operation replaces or removes, what the safety scan stored there:
-    ("F", ino, size, mtime_ns, ctime_ns, oid, reread) | ("L", oid) | ("D",) | None (nothing).
-    `reread`: the stat cannot tell a later write (modified within STILL_NS of the scan, on
-    a filesystem whose clock may be whole seconds), so the bytes are hashed again. A file
-    with other links has no ctime to compare: the restore's own rename over another of its
-    names changes it."""
+                 hardlinks: set[str] = frozenset()) -> dict[str, Expectation | None]:
+    """For each path an operation replaces or removes, what the safety scan stored there
+    (None: nothing). `reread`: the stat cannot tell a later write (modified within COARSE_MTIME_NS
+    of the scan, on a filesystem whose clock may be whole seconds), so the bytes are hashed
+    again. A file with other links has no ctime to compare: the restore's own rename over
+    another of its names changes it."""
     cache = project.catalog.statcache_lookup(project.id)
-    out: dict[str, tuple | None] = {}
+    out: dict[str, Expectation | None] = {}
     for op in plan.ops:
         if op.action not in ("delete", "write", "symlink", "rmdir", "mkdir") or op.path in out:
             continue
@@ -121,18 +131,19 @@ def expectations(project: Project, plan: RestorePlan, scan_ns: int,
         elif c.kind == FILE:
             row = cache.get(op.path)
             if row is None or row[0] != FILE or row[6] != c.oid:
-                out[op.path] = (FILE, None, None, None, None, c.oid, True)
+                out[op.path] = Expectation(FILE, c.oid, reread=True)
             else:
-                out[op.path] = (FILE, row[4], row[1], row[2], None if op.path in hardlinks else row[3], c.oid,
-                                row[1] < 0 or row[2] >= scan_ns - STILL_NS)
+                out[op.path] = Expectation(FILE, c.oid, ino=row[4], size=row[1], mtime_ns=row[2],
+                                           ctime_ns=None if op.path in hardlinks else row[3],
+                                           reread=row[1] < 0 or row[2] >= scan_ns - COARSE_MTIME_NS)
         elif c.kind == LINK:
-            out[op.path] = (LINK, c.oid)
+            out[op.path] = Expectation(LINK, c.oid)
         else:
-            out[op.path] = (DIR,)
+            out[op.path] = Expectation(DIR)
     return out
 
 
-def _changed(pfd: int, name: str, exp: tuple | None) -> str | None:
+def _changed(pfd: int, name: str, exp: Expectation | None) -> str | None:
     """Why the path no longer is what the safety scan stored, or None if it still is."""
     try:
         st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
@@ -140,28 +151,27 @@ def _changed(pfd: int, name: str, exp: tuple | None) -> str | None:
         return None                 # gone: nothing there to lose
     if exp is None:
         return "created since the scan"
-    kind = exp[0]
-    if kind == DIR:
+    if exp.kind == DIR:
         return None if S.S_ISDIR(st.st_mode) else "replaced since the scan"
-    if kind == LINK:
+    if exp.kind == LINK:
         if not S.S_ISLNK(st.st_mode):
             return "replaced since the scan"
         try:
-            return None if digest_of(os.fsencode(os.readlink(name, dir_fd=pfd))) == exp[1] else "changed since the scan"
+            found = digest_of(os.fsencode(os.readlink(name, dir_fd=pfd)))
         except OSError:
             return "changed since the scan"
+        return None if found == exp.oid else "changed since the scan"
     if not S.S_ISREG(st.st_mode):
         return "replaced since the scan"
-    _, ino, size, mtime, ctime, oid, reread = exp
-    if ino is not None and ((st.st_ino, st.st_mtime_ns) != (ino, mtime)
-                            or (ctime is not None and st.st_ctime_ns != ctime)
-                            or (size >= 0 and st.st_size != size)):
+    if exp.ino is not None and ((st.st_ino, st.st_mtime_ns) != (exp.ino, exp.mtime_ns)
+                                or (exp.ctime_ns is not None and st.st_ctime_ns != exp.ctime_ns)
+                                or (exp.size >= 0 and st.st_size != exp.size)):
         return "changed since the scan"
-    if reread:
+    if exp.reread:
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=pfd)
             try:
-                same = digest_of(read_fd(fd)) == oid
+                same = digest_of(read_fd(fd)) == exp.oid
             finally:
                 os.close(fd)
         except OSError:
@@ -172,7 +182,8 @@ def _changed(pfd: int, name: str, exp: tuple | None) -> str | None:
 
 
 def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str, progress=None,
-               written: dict[str, tuple] | None = None, expect: dict[str, tuple | None] | None = None) -> int:
+               written: dict[str, tuple] | None = None,
+               expect: dict[str, Expectation | None] | None = None) -> int:
     """Apply the plan's operations; `written` gets, for each file written, the stat-cache
     entry of what was written (the scan after the restore then need not read it back).
     With `expect` (expectations()), a path that is no longer what the safety scan stored
@@ -190,13 +201,13 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
             parent, name = split_path(op.path)
             if expect is not None:
                 if parent in left_dirs or any(parent.startswith(d + "/") for d in left_dirs):
-                    plan.left.append((op.path, "inside a directory left as it is"))
+                    plan.left.append(LeftAlone(op.path, "inside a directory left as it is"))
                     continue
             pfd = dirs.open(parent)
             if expect is not None and op.path in expect:
                 why = _changed(pfd, name, expect.pop(op.path))   # at the first op on a path only
                 if why is not None:
-                    plan.left.append((op.path, why))
+                    plan.left.append(LeftAlone(op.path, why))
                     if op.action in ("mkdir", "rmdir"):
                         left_dirs.add(op.path)
                     continue
@@ -209,7 +220,7 @@ def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag:
                 except OSError as e:
                     if expect is None or e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                         raise
-                    plan.left.append((op.path, "holds files written since the scan"))
+                    plan.left.append(LeftAlone(op.path, "holds files written since the scan"))
                 done += 1
                 plan.applied = done
                 continue

@@ -6,8 +6,8 @@ payload, as a loose file holds them) one after another, then an index sorted by 
 bytes a record: 32-byte id, 8-byte offset, 8-byte length), then a TRAILER (index offset,
 count, END); one file and one fsync instead of one per object, and no 4 KB block per
 small object. Packs are never modified: gc deletes a pack when nothing in it is
-referenced and merges the small ones (store/sweep.py). Readers look in the newest packs
-first and open older ones only when they must (`PackSet`).
+referenced (store/sweep.py) and merges the small ones (store/repack.py). Readers look in
+the newest packs first and open older ones only when they must (`PackSet`).
 
 Imported by the store only when a batch becomes a pack or an object is not loose.
 """
@@ -22,7 +22,7 @@ from rewind.fsutil import ensure_private_dir, fsync_dir, write_all
 
 SMALL_PACK = 4096        # gc merges packs of at most this many objects
 RAW_SUFFIX = "-raw.pack"  # a pack whose file contents were stored uncompressed, for speed (a first
-                         # snapshot's, capture/fanout.py): sweep.recompress rewrites it compressed
+                         # snapshot's, capture/fanout.py): repack.recompress rewrites it compressed
 DICT_PACK = 64           # ...and a pack of at most this many has its index read into a dict when opened;
                          # a bigger one is binary-searched in its mmap (~8 us a find), and reads its
 BSEARCHES = 64           # index into a dict only after this many finds and count/8 (building the dict

@@ -1,5 +1,6 @@
-"""The watcher, controlled from other processes: start one in the background, stop one.
-(Whether one runs and can be trusted is capture/dirty.py's `running` and `healthy`.)"""
+"""The watcher, controlled from other processes: stop one. (One is started in the background
+by background.py's `spawn_watcher`; whether one runs and can be trusted is capture/dirty.py's
+`running` and `healthy`.)"""
 
 from __future__ import annotations
 
@@ -10,15 +11,6 @@ import time
 from rewind.capture.dirty import lock_name, running
 from rewind.catalog.db import Catalog
 from rewind.lock import try_lock
-
-
-def start_background(root: str, idle_minutes: float | None = None) -> None:
-    """Start `rewind watch` for the project, detached (a no-op when one runs: it exits)."""
-    from rewind.background import spawn
-    args = ["-m", "rewind", "watch", "--project", root, "--background"]
-    if idle_minutes is not None:
-        args += ["--idle-minutes", repr(idle_minutes)]
-    spawn(args, cwd="/")
 
 
 def stop(home: str, catalog: Catalog, project_id: int, wait_s: float = 0.0) -> bool:

@@ -21,27 +21,25 @@ watcher stopped in a served call, or holding the project lock, is killed by the 
 waits for it (rewind/stalled.py).
 
 It serves the project's hooks over a private socket (serve.py): a hook is then a thin
-client, and the event is recorded here, warm. Its first scan runs on a thread of its own;
-a prompt meanwhile does not wait for it (capture/pending.py).
+client, and the event is recorded here, warm. Its first scan runs on a thread of its own
+(first_scan.py); a prompt meanwhile does not wait for it (capture/pending.py). The process
+around it (its lock, its signals): process.py.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 
-from rewind import clock, locations
-from rewind.capture.dirty import lock_name
-from rewind.capture.ignore import exclude_signature
+from rewind import clock
+from rewind.capture.ignore import GIT_EXCLUDE, IGNORE_FILES, exclude_signature
 from rewind.catalog.db import Catalog
 from rewind.constants import COOKIE_PREFIX  # shared with the hooks' side (dirty.py), which must not load this
-from rewind.lock import try_lock
+from rewind.watch.answers import Answers
 from rewind.watch.observer import Rules, observer_classes
 from rewind.watch.windows import ShellWindows
 
-IGNORE_FILES = (".gitignore", ".rewindignore")
 HEARTBEAT_S = 1.0
 FLUSH_S = 0.05
 COMMAND_POLL_S = 0.02            # while a shell window waits for its command: the pid account
@@ -57,7 +55,7 @@ class Watcher(ShellWindows):
         self.home, self.root, self.project_id = home, root, project_id
         self.background, self.idle_s = background, idle_s
         self.rules = Rules(root)
-        self.pending: list[tuple[str, str, int, str | None]] = []
+        self.buffered: list[tuple[str, str, int, str | None]] = []   # events not yet written
         self.lock = threading.Lock()
         self.stopping = False                    # set by the signal handler: a plain flag, no lock
         self.stop_reason = "stopped"
@@ -113,7 +111,7 @@ class Watcher(ShellWindows):
         with self.lock:
             if what != "overflow":
                 self.limit_unsaved = True        # written with this anchor, in its transaction
-            self.pending.append(("", "r", now, None))
+            self.buffered.append(("", "r", now, None))
         if self.report is not None:
             self.report.lost(what)
 
@@ -154,7 +152,7 @@ class Watcher(ShellWindows):
                         pass
             writer = self.commands.explaining()
             with self.lock:
-                self.pending.append((rel, kind, now, writer))
+                self.buffered.append((rel, kind, now, writer))
 
     def check_exclude(self) -> None:
         """.git/info/exclude is not watched (.git/ is not): looked at every heartbeat. When it
@@ -171,15 +169,15 @@ class Watcher(ShellWindows):
             except OSError:
                 pass
         with self.lock:
-            self.pending.append((".git/info/exclude", "r", clock.wall_ns(), None))
+            self.buffered.append((GIT_EXCLUDE, "r", clock.wall_ns(), None))
 
     def flush(self, cookie: str | None = None) -> None:
-        """Write the pending events (and a cookie's answer after them): under flush_lock, so
+        """Write the buffered events (and a cookie's answer after them): under flush_lock, so
         a cookie's seq is never below an event that came before it. A cookie made in this
         process (`Answers`) is answered in memory, once the events are committed."""
         with self.flush_lock:
             with self.lock:
-                batch, self.pending = self.pending, []
+                batch, self.buffered = self.buffered, []
                 limit, self.limit_unsaved = self.limit_unsaved, False
             waiter = self.answers.take(cookie) if cookie is not None else None
             if waiter is None:
@@ -282,7 +280,8 @@ class Watcher(ShellWindows):
             from rewind.capture import dirty
             dirty.LOCAL_ANSWERS = self.answers   # the watches are in: this process's cookies come here
             self.serve_hooks()                   # from the start: a prompt during the first scan is pending
-            first = threading.Thread(target=self._baseline, name="rewind-first-scan", daemon=True)
+            from rewind.watch.first_scan import first_scan
+            first = threading.Thread(target=first_scan, args=(self,), name="rewind-first-scan", daemon=True)
             first.start()
             next_beat = time.monotonic() + HEARTBEAT_S
             next_windows = 0.0
@@ -350,52 +349,6 @@ class Watcher(ShellWindows):
         time.sleep(seconds)
         return self.stopping
 
-    def _baseline(self) -> None:
-        """A full scan right after the watches are in place, on its own thread while the
-        main loop flushes events and beats: the base every later incremental scan builds on
-        (the first snapshot of a big tree, off the hooks' time). A prompt meanwhile is
-        recorded as pending (capture/pending.py), completed here right after the scan."""
-        from rewind.capture import pending
-        from rewind.capture.dirty import FullUpto, sync
-        from rewind.capture.working_copy import Scan, locked
-        from rewind.project import open_project
-        try:
-            project = open_project(self.root, create=True)
-            try:
-                # what an earlier watcher left pending is completed after this scan, with the rest
-                with locked(project, 120.0, complete_pending=False) as wc:
-                    wc.between_chunks = self._let_calls_in
-                    cat = project.catalog
-                    upto = cat.last_event_seq(self.project_id)    # before any prompt can be pending
-                    cat.set_baseline(self.project_id, os.getpid(), clock.wall_ns())
-                    try:
-                        wc.commit(wc.scan(Scan("baseline", source=FullUpto(upto))))
-                        first_root = cat.scan_state(self.project_id)["last_tree"]
-                        done_seq = sync(project, timeout=5.0)     # every event from before here is in
-                    finally:
-                        cat.set_baseline(self.project_id, os.getpid(), None)
-                    pending.complete(wc, by="watcher", first_root=first_root, first_done_seq=done_seq,
-                                     watching_since=self.watching_since)
-            finally:
-                project.close()
-        except Exception as e:
-            from rewind.log import log
-            log(f"watch {self.root}: the first scan failed", e)
-        # after the scan, not competing with it: a hook compiles no module it imports
-        from rewind.bytecode import ensure_compiled
-        ensure_compiled()
-
-    def _let_calls_in(self) -> None:
-        """Between two of the first scan's catalog transactions: a call being served (an edit
-        tool's pre-image, a prompt) takes the catalog first; it is short (bounded all the
-        same: a call waiting on something this scan holds must not stall it)."""
-        server = self.server
-        if server is None:
-            return
-        deadline = time.monotonic() + CALL_FIRST_S
-        while server.serve_lock.locked() and time.monotonic() < deadline:
-            time.sleep(0.002)
-
 
 def _identity(path: str) -> tuple[int, int] | None:
     """(st_dev, st_ino) of the directory at `path`, None when there is none."""
@@ -405,82 +358,3 @@ def _identity(path: str) -> tuple[int, int] | None:
         return None
     import stat
     return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
-
-
-class Answers:
-    """The cookies of this process's own scans (the hooks it serves, its first scan), answered
-    in memory (capture/dirty.py `sync`): no answer row to write and poll for, no thread hop
-    through SQLite. A cookie of another process is answered with a row, as always."""
-
-    def __init__(self, project_id: int):
-        self.project_id = project_id
-        self.lock = threading.Lock()
-        self.waiting: dict[str, _Waiter] = {}
-
-    def expect(self, project_id: int, name: str) -> _Waiter | None:
-        if project_id != self.project_id:
-            return None
-        w = _Waiter()
-        with self.lock:
-            self.waiting[name] = w
-        return w
-
-    def take(self, name: str) -> _Waiter | None:
-        """The waiter of cookie `name`, no longer waiting (the watcher's answer, or the
-        caller's giving up)."""
-        with self.lock:
-            return self.waiting.pop(name, None)
-
-
-class _Waiter:
-    __slots__ = ("event", "seq")
-
-    def __init__(self):
-        self.event = threading.Event()
-        self.seq: int | None = None
-
-    def answer(self, seq: int | None) -> None:
-        self.seq = seq
-        self.event.set()
-
-    def wait(self, timeout: float) -> int | None:
-        """Never on the main thread (a signal handler and Event.wait: see Watcher._pause)."""
-        return self.seq if self.event.wait(timeout) else None
-
-
-STOP_GRACE_S = 8.0
-CALL_FIRST_S = 1.0
-
-
-def _exit_if_stuck() -> None:
-    """Asked to stop, the watcher must go even if something hangs: faulthandler's own
-    thread (C, no Python lock, safe from a signal handler) exits the process after
-    STOP_GRACE_S, printing every thread's stack on stderr."""
-    import faulthandler
-    try:
-        faulthandler.dump_traceback_later(STOP_GRACE_S, exit=True)
-    except (RuntimeError, ValueError, OSError):
-        pass
-
-
-def serve(root: str, project_id: int, background: bool, idle_s: float | None,
-          on_ready=None) -> int:
-    """Run the watcher in this process until stopped. Returns 0, or 1 if one runs already."""
-    home = locations.data_dir()
-    fd = try_lock(home, lock_name(project_id))
-    if fd is None:
-        return 1
-    try:
-        w = Watcher(home, root, project_id, background, idle_s, on_ready)
-
-        def stop(signum, frame):
-            w.stop_reason = "stopped" if signum == signal.SIGTERM else "interrupted"
-            w.stopping = True               # no lock may be taken here: see Watcher._pause
-            _exit_if_stuck()
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        if background:
-            signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        return w.run()
-    finally:
-        os.close(fd)

@@ -168,7 +168,7 @@ class HookServer:
             conn.settimeout(CONFIRM_TIMEOUT_S)
             if conn.recv(1) != b"!":
                 return                         # the client gave up: it records the event itself
-            answer = self._serve(agent, cwd, pid, env, data)
+            answer = self._record_call(agent, cwd, pid, env, data)
             conn.sendall(answer.encode())
             conn.shutdown(socket.SHUT_WR)      # the client has its whole answer: it returns now
             if answer == "ok":
@@ -183,10 +183,10 @@ class HookServer:
         finally:
             conn.close()
             lent = self._catalog
-            if lent is not None and lent.marks_later:
-                with self.serve_lock:          # (one writer at a time: a mark is never lowered)
+            if lent is not None and lent.numbers_later:
+                with self.serve_lock:          # (one writer at a time: a highest number is never lowered)
                     if self._catalog is not None:
-                        self._catalog.write_marks_later()
+                        self._catalog.write_numbers_later()
             with self.count_lock:
                 self.calls.discard(threading.current_thread())
 
@@ -200,9 +200,10 @@ class HookServer:
                 return f"env {k}"
         return None
 
-    def _serve(self, agent: str, cwd: str, pid: int, env: dict[str, str], data: bytes) -> str:
+    def _record_call(self, agent: str, cwd: str, pid: int, env: dict[str, str], data: bytes) -> str:
         from rewind.hooks import entry
-        from rewind.hooks.recorder import FirstScanRunning, OtherProject
+        from rewind.hooks.recorder import OtherProject
+        from rewind.hooks.tools import FirstScanRunning
         with self.serve_lock:
             if self.closing or self.stopping():
                 return "fallback stopping"
@@ -240,7 +241,7 @@ class HookServer:
             self._drop_catalog()               # replaced or removed since: a new connection
         if self._catalog is None:
             self._catalog = Catalog(self.home, shared=True)
-            self._catalog.marks_later = {}     # written after the answer
+            self._catalog.numbers_later = {}     # written after the answer
             if now is None:                    # (it made the file)
                 st = os.stat(self._catalog.path)
                 now = (st.st_dev, st.st_ino)
@@ -250,7 +251,7 @@ class HookServer:
     def _drop_catalog(self) -> None:
         cat, self._catalog, self._catalog_file = self._catalog, None, None
         if cat is not None:
-            cat.write_marks_later()
+            cat.write_numbers_later()
             try:
                 if cat.db.in_transaction:
                     cat.db.rollback()

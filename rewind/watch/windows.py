@@ -1,5 +1,5 @@
 """The shell windows a watcher tags its events with: opened and closed at the hooks' markers
-in its own event stream (capture/dirty.py `mark`), so a change's place against a window is
+in its own event stream (capture/dirty.py `put_marker`), so a change's place against a window is
 read from one queue, not from two processes' clocks; the pid account (capture/procs.py)
 says which open window's command could have made each change."""
 
@@ -28,7 +28,7 @@ class ShellWindows:
 
     def marker(self, what: str, name: str) -> None:
         """A hook's marker, at its place in the event stream: a shell window opens or
-        closes exactly here (dirty.mark); any other cookie is a sync to answer."""
+        closes exactly here (dirty.put_marker); any other cookie is a sync to answer."""
         kind, _, rest = what.partition("-")
         if kind in ("open", "close"):
             ids = {int(x) for x in rest.split("-", 1)[0].split(",") if x.isdigit()}

@@ -108,7 +108,7 @@ def test_attribution_places_fixed_events_against_real_shell_windows(tmp_path):
     write(root, "no_event.txt", "?\n")
     proj = project(root)
     try:
-        (wid,) = [w["id"] for w in proj.catalog.open_windows(proj.id) if w["kind"] == "bash"]
+        (wid,) = [w.id for w in proj.catalog.open_windows(proj.id) if w.kind == "bash"]
         now = time.time_ns()
         events = {"by_cmd.txt": ("c", now, f"w:{wid}"), "by_person.txt": ("c", now, None)}
         with locked(proj) as wc:

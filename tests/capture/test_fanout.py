@@ -19,7 +19,7 @@ from rewind.errors import CorruptObject
 from rewind.log import log_path
 from rewind.store.objects import RAW, Store
 from rewind.store.pack import RAW_SUFFIX, Pack
-from rewind.store.sweep import _recompress_one, merge_packs, recompress
+from rewind.store.repack import _recompress_one, merge_packs, recompress
 from test_parallel_scan import LIMIT, busy_tree, contents, scanned, write
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX")
@@ -266,7 +266,7 @@ def test_the_background_recompression_waits_for_an_idle_store(tmp_path):
     """The job (background.spawn_recompress) runs a pack only after no project of the
     store was scanned for RECOMPRESS_IDLE_S; each wait is time going by (a fake sleep that
     moves the last scan back), and a pack is done only once the store is idle again."""
-    from rewind.store import sweep
+    from rewind.store import repack
     root = tree_of(tmp_path)
     got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
     before = contents(store)
@@ -278,8 +278,8 @@ def test_the_background_recompression_waits_for_an_idle_store(tmp_path):
         raw_left.append(len([n for n in os.listdir(packs_dir(store)) if n.endswith(RAW_SUFFIX)]))
         catalog_with_activity(tmp_path / "fan", ago_s=3.0 + sum(slept))
 
-    assert sweep.recompress(store.home, wait=True, sleep=sleep) == len(got.raw_packs)
-    assert slept and abs(slept[0] - (sweep.RECOMPRESS_IDLE_S - 3.0)) < 1.0   # until 15 s after the scan
+    assert repack.recompress(store.home, wait=True, sleep=sleep) == len(got.raw_packs)
+    assert slept and abs(slept[0] - (repack.RECOMPRESS_IDLE_S - 3.0)) < 1.0   # until 15 s after the scan
     assert raw_left[0] == len(got.raw_packs)      # nothing rewritten while it waited
     assert not [n for n in os.listdir(packs_dir(store)) if n.endswith(RAW_SUFFIX)]
     assert contents(Store(store.home)) == before
@@ -289,16 +289,16 @@ def test_waiting_for_idle_gives_up_on_a_clock_that_went_back(tmp_path):
     """A last scan in the future (the clock jumped back) never looks idle: the wait ends
     at its bound, in polls, not in one sleep of the jump's size. An idle store or none
     waits nothing."""
-    from rewind.store import sweep
+    from rewind.store import repack
     home = tmp_path / "home"
-    assert sweep.wait_for_idle(str(home), sleep=pytest.fail) < 0.5          # no catalog yet
+    assert repack.wait_for_idle(str(home), sleep=pytest.fail) < 0.5          # no catalog yet
     catalog_with_activity(home, ago_s=60.0)
-    assert sweep.wait_for_idle(str(home), sleep=pytest.fail) < 0.5          # idle for a minute
+    assert repack.wait_for_idle(str(home), sleep=pytest.fail) < 0.5          # idle for a minute
     catalog_with_activity(home, ago_s=-3600.0)
     slept = []
-    waited = sweep.wait_for_idle(str(home), idle_s=15.0, max_wait_s=0.3,
+    waited = repack.wait_for_idle(str(home), idle_s=15.0, max_wait_s=0.3,
                                  sleep=lambda s: (slept.append(s), __import__("time").sleep(0.05)))
-    assert 0.3 <= waited < 2.0 and len(slept) > 1 and max(slept) <= sweep.IDLE_POLL_S
+    assert 0.3 <= waited < 2.0 and len(slept) > 1 and max(slept) <= repack.IDLE_POLL_S
 
 
 def test_a_trickling_pack_writer_writes_the_same_pack(tmp_path):

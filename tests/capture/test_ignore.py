@@ -415,7 +415,7 @@ def test_root_rules_are_kept_only_while_their_files_are_unchanged(tmp_path, monk
     and read again after any change: a rewrite of the same size, a rename over, a new
     exclude file, .git appearing, another data directory."""
     from rewind.capture import ignore
-    monkeypatch.setattr(ignore, "RACY_NS", 0)    # (the racy window: the next test)
+    monkeypatch.setattr(ignore, "COARSE_MTIME_NS", 0)    # (the racy window: the next test)
     root = tmp_path / "proj"
     root.mkdir()
     (root / ".gitignore").write_text("a.txt\n")

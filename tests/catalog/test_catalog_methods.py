@@ -43,7 +43,7 @@ def test_windows_open_close_and_are_found_by_tool_use_id_target_or_age(cat, pid)
         cat.open_tool_window(pid, "claude", "s", None, None, "Write", "b.txt", 120)
     assert cat.find_window(pid, "bash", "s", "t1") == shell
     assert cat.find_window(pid, "bash", "s", None) == shell          # no id: the oldest open one
-    ids = {w["target"]: w["id"] for w in cat.open_windows(pid) if w["kind"] == "tool"}
+    ids = {w.target: w.id for w in cat.open_windows(pid) if w.kind == "tool"}
     by_id = cat.find_window(pid, "tool", "s", "t2")
     assert by_id == ids["a.txt"]
     assert cat.find_window(pid, "tool", "s", None, "b.txt") == ids["b.txt"]
@@ -53,9 +53,9 @@ def test_windows_open_close_and_are_found_by_tool_use_id_target_or_age(cat, pid)
         cat.close_window(by_id, 130, True, "")
         cat.close_window(shell, 140, False)
     assert cat.find_window(pid, "tool", "s", "t2", "a.txt") == ids["b.txt"]     # closed: the oldest open one
-    closed = {w["id"]: w for w in cat.open_windows(pid)}                # no scan yet: all still count
-    assert (closed[by_id]["closed_ns"], closed[by_id]["post_oid"], closed[by_id]["failed"]) == (130, "", 1)
-    assert (closed[shell]["closed_ns"], closed[shell]["post_oid"], closed[shell]["failed"]) == (140, None, 0)
+    closed = {w.id: w for w in cat.open_windows(pid)}                # no scan yet: all still count
+    assert (closed[by_id].closed_ns, closed[by_id].post_oid, closed[by_id].failed) == (130, "", 1)
+    assert (closed[shell].closed_ns, closed[shell].post_oid, closed[shell].failed) == (140, None, 0)
     assert cat.shell_windows(pid) == []
     assert cat.shell_windows(pid, {shell}) == [(shell, 7, 8, "1,2")]
     assert cat.shell_windows_since(pid, 140) == [(shell, 7, 8, "1,2")]
@@ -77,8 +77,8 @@ def test_close_windows_closes_a_session_s_or_one_subagent_s_and_names_the_shell_
     assert [r[0] for r in cat.shell_windows(pid)] == [other]
     with cat.transaction():
         cat.add_closed_window(pid, "cursor", "c", None, "edit_file", "y.txt", 5, 6, "abc")
-    w = [w for w in cat.open_windows(pid) if w["agent"] == "cursor"][0]
-    assert (w["target"], w["opened_ns"], w["closed_ns"], w["post_oid"]) == ("y.txt", 5, 6, "abc")
+    w = [w for w in cat.open_windows(pid) if w.agent == "cursor"][0]
+    assert (w.target, w.opened_ns, w.closed_ns, w.post_oid) == ("y.txt", 5, 6, "abc")
 
 
 def test_preimages_are_roots(cat, pid):

@@ -30,7 +30,7 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
         assert cat.meta("object_codecs") == "raw zlib zstd"
         assert cat.checkpoint(1, 1).tree == "abc"
         st = cat.scan_state(1)
-        assert (st["last_tree"], st["last_scan_ns"], st["consumed_seq"], st["fallbacks"]) == ("abc", 5, 0, 0)
+        assert (st.last_tree, st.last_scan_ns, st.consumed_seq, st.fallbacks) == ("abc", 5, 0, 0)
         assert cat.watcher(1) is None and cat.last_event_seq(1) == 0
         assert cat.db.execute("SELECT agent_pid FROM windows").fetchone() == (None,)
         # 3: a shell window's pid account, and who wrote what a restore put back

@@ -42,8 +42,8 @@ def test_the_clients_copies_of_shared_values_equal_their_homes():
     from rewind.hooks import reserve             # entry keeps its name to skip the import
     assert entry.RESERVE == reserve.NAME
     from rewind import config
-    from rewind.capture import ignore              # it imports nothing of rewind's either
-    assert ignore._SETTINGS == config.PROJECT_FILE
+    from rewind.capture import ignore
+    assert ignore.PROJECT_FILE == config.PROJECT_FILE
 
 
 def _b(env: dict[str, str]) -> dict[bytes, bytes]:
@@ -181,9 +181,9 @@ def test_served_calls_follow_a_catalog_replaced_under_the_watcher(tmp_path):
 
 
 def test_a_served_checkpoints_number_mark_is_written_after_its_answer(tmp_path):
-    """The highest number handed out is also kept outside the catalog (catalog/marks.py); a
+    """The highest number handed out is also kept outside the catalog (catalog/numbers.py); a
     served call writes it right after its answer, still never lowering it."""
-    from rewind.catalog.marks import read_mark
+    from rewind.catalog.numbers import read_highest_number
     from test_served import hook
     root = make(tmp_path, "p")
     hook(payload("SessionStart", root), root)
@@ -193,10 +193,10 @@ def test_a_served_checkpoints_number_mark_is_written_after_its_answer(tmp_path):
     for n in (1, 2, 3):
         hook(payload("UserPromptSubmit", root), root, REWIND_HOOK_TRACE="1")
         for _ in range(200):
-            if read_mark(home, str(root)) == n:
+            if read_highest_number(home, str(root)) == n:
                 break
             time.sleep(0.01)
-        assert read_mark(home, str(root)) == n
+        assert read_highest_number(home, str(root)) == n
     log = next(Path(home).glob("*.log")).read_text()
     assert log.count("UserPromptSubmit (served): checkpoint") == 3
 

@@ -1,5 +1,6 @@
 """Checkpoint numbers, never handed out twice in a project (allocate_number says how), the
-marks kept outside the catalog (`marks/`) that make it so, and the numbers found lost."""
+highest number handed out kept outside the catalog (`marks/`) that makes it so, and the
+numbers found lost."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rewind.catalog.checkpoints import json_or_none
 from rewind.fsutil import ensure_private_dir
 
 
-class MarksMixin:
+class NumbersMixin:
     def allocate_number(self, project_id: int) -> int:
         """Inside a transaction: the next checkpoint number, never handed out twice, also when
         the catalog lost its newest commits (a deleted `catalog.sqlite-wal`): the highest
@@ -20,12 +21,12 @@ class MarksMixin:
                               "RETURNING next_number - 1", (project_id,)).fetchone()
         n = row[0]
         root = self.project_root(project_id)
-        mark = read_mark(self.home, root)
-        if mark is not None and n <= mark:
-            self._lost(project_id, n, mark)
-            n = mark + 1
+        highest = read_highest_number(self.home, root)
+        if highest is not None and n <= highest:
+            self._lost(project_id, n, highest)
+            n = highest + 1
             self.db.execute("UPDATE projects SET next_number=? WHERE id=?", (n + 1, project_id))
-        self._pending_marks[root] = n
+        self._numbers_to_write[root] = n
         return n
 
     def check_lost(self, project_id: int) -> dict | None:
@@ -34,12 +35,12 @@ class MarksMixin:
         `rewind gc --forget-lost`) and returned; None when there are none."""
         known = self.lost(project_id)
         root = self.project_root(project_id)
-        mark = read_mark(self.home, root)
+        highest = read_highest_number(self.home, root)
         next_number = self.db.execute("SELECT next_number FROM projects WHERE id=?", (project_id,)).fetchone()[0]
-        if mark is not None and next_number <= mark:
+        if highest is not None and next_number <= highest:
             with self.transaction():
-                self._lost(project_id, next_number, mark)
-                self.db.execute("UPDATE projects SET next_number=? WHERE id=?", (mark + 1, project_id))
+                self._lost(project_id, next_number, highest)
+                self.db.execute("UPDATE projects SET next_number=? WHERE id=?", (highest + 1, project_id))
             return self.lost(project_id)
         return known
 
@@ -58,21 +59,21 @@ class MarksMixin:
         with self.transaction():
             return self.db.execute("DELETE FROM meta WHERE key LIKE 'lost:%'").rowcount
 
-    def _commit_marks(self) -> None:
-        marks, self._pending_marks = self._pending_marks, {}
-        if self.marks_later is not None:
-            for root, n in marks.items():
-                self.marks_later[root] = max(n, self.marks_later.get(root, n))
+    def _commit_numbers(self) -> None:
+        numbers, self._numbers_to_write = self._numbers_to_write, {}
+        if self.numbers_later is not None:
+            for root, n in numbers.items():
+                self.numbers_later[root] = max(n, self.numbers_later.get(root, n))
             return
-        for root, n in marks.items():
-            write_mark(self.home, root, n)
+        for root, n in numbers.items():
+            write_highest_number(self.home, root, n)
 
-    def write_marks_later(self) -> None:
-        """The marks committed since the last call (see `marks_later`)."""
-        if self.marks_later:
-            marks, self.marks_later = self.marks_later, {}
-            for root, n in marks.items():
-                write_mark(self.home, root, n)
+    def write_numbers_later(self) -> None:
+        """The highest numbers committed since the last call (see `numbers_later`)."""
+        if self.numbers_later:
+            numbers, self.numbers_later = self.numbers_later, {}
+            for root, n in numbers.items():
+                write_highest_number(self.home, root, n)
 
     def next_number(self, project_id: int) -> int:
         """The number the project's next checkpoint would get (1 for an unknown project)."""
@@ -80,28 +81,28 @@ class MarksMixin:
         return row[0] if row else 1
 
 
-MARKS_DIR = "marks"
+NUMBERS_DIR = "marks"      # the directory's name on disk
 
 
-def _mark_path(home: str, root: str) -> str:
+def _number_path(home: str, root: str) -> str:
     import hashlib
-    return os.path.join(home, MARKS_DIR, hashlib.sha256(os.fsencode(root)).hexdigest()[:32])
+    return os.path.join(home, NUMBERS_DIR, hashlib.sha256(os.fsencode(root)).hexdigest()[:32])
 
 
-def read_mark(home: str, root: str) -> int | None:
+def read_highest_number(home: str, root: str) -> int | None:
     try:
-        with open(_mark_path(home, root), "rb") as f:
+        with open(_number_path(home, root), "rb") as f:
             return int(f.read(32).split()[0])
     except (OSError, ValueError, IndexError):
         return None
 
 
-def write_mark(home: str, root: str, n: int) -> None:
+def write_highest_number(home: str, root: str, n: int) -> None:
     """The highest checkpoint number handed out in a project (never lowered). Best effort,
     no fsync: it guards against a lost WAL, which a power cut would take with it anyway."""
     try:
-        path = _mark_path(home, root)
-        current = read_mark(home, root)
+        path = _number_path(home, root)
+        current = read_highest_number(home, root)
         if current is not None and current >= n:
             return
         ensure_private_dir(os.path.dirname(path))

@@ -1,4 +1,5 @@
-"""What differs between two trees, compared top-down by id (pure; trees come from `load`)."""
+"""What differs between two trees, compared top-down by id, what a tree holds at a path (pure;
+trees come from `load`), and the path selection (`-- PATH`) that restore and diff share."""
 
 from __future__ import annotations
 
@@ -56,6 +57,22 @@ def diff_trees(load: Load, old: str | None, new: str | None,
             continue
         if ea is not None or eb is not None:
             yield path, ea, eb
+
+
+def entry_at(load: Load, tree_oid: str | None, path: str) -> Entry | None:
+    """What a tree holds at `path` (project-relative), or None (no tree: None)."""
+    if not tree_oid:
+        return None
+    tree = load(tree_oid)
+    parts = path.split("/")
+    for i, name in enumerate(parts):
+        entry = tree.get(name)
+        if entry is None or i == len(parts) - 1:
+            return entry
+        if entry.kind != DIR:
+            return None
+        tree = load(entry.oid)
+    return None
 
 
 def status_of(old: Entry | None, new: Entry | None) -> str:

@@ -1,0 +1,203 @@
+"""Packs rewritten: the small ones merged into one (gc's step 6, and between gcs), and the raw
+ones a first snapshot wrote recompressed once the store is idle. Each writes its new pack,
+synced, before the old ones go, so a kill at any point loses nothing."""
+
+from __future__ import annotations
+
+import os
+
+from rewind import clock
+from rewind.constants import TMP_DIR
+from rewind.lock import try_lock
+from rewind.store.objects import PACKS_DIR, RAW_PREFIX, Store, digest_of, encode
+from rewind.store.pack import RAW_SUFFIX, SMALL_PACK, Pack, PackWriter, pack_size
+from rewind.store.sweep import GC_LOCK, SmallPack, remove_pack
+
+RECOMPRESS_LOCK = "recompress.lock"   # one rewrite of the raw packs at a time
+RECOMPRESS_IDLE_S = 15.0       # the background rewrite of raw packs waits until no project of the
+RECOMPRESS_WAIT_MAX_S = 1800.0  # store was scanned or opened a tool window for this long (but no
+IDLE_POLL_S = 2.0              # longer than this: a store never idle still gets its disk back)
+
+
+def write_merged(home: str, packs: list[Pack], keep) -> None:
+    """One new pack (synced) with the objects of `packs` that `keep(oid)`, each once; then
+    the old packs go. Killed midway, both copies stay: no harm."""
+    writer = PackWriter(os.path.join(home, TMP_DIR))
+    try:
+        seen: set[str] = set()
+        for pack in packs:
+            for oid, off, length in pack.entries():
+                if oid not in seen and keep(oid):
+                    seen.add(oid)
+                    writer.append(oid, pack.read(off, length))
+        writer.finish(os.path.join(home, PACKS_DIR))
+    except BaseException:
+        writer.abort()
+        raise
+    for pack in packs:
+        remove_pack(home, pack.path)
+
+
+def merge_small(home: str, small: list[SmallPack], marked: set[str], counts, dry_run: bool) -> None:
+    """A prompt's checkpoint makes a small pack, and readers open packs one by one; so gc
+    copies the referenced objects of the small packs (and of big ones mostly unreferenced),
+    all older than its start, into one new pack, synced, before it deletes them. A lone
+    pack is rewritten only to leave unreferenced objects out. Killed midway, both copies
+    stay: no harm. `small`: what `sweep_packs` returned; their maps are closed here."""
+    try:
+        if not small or (len(small) == 1 and small[0].dead == 0):
+            return
+        counts.packs_merged = len(small)
+        keep: dict[str, int] = {}
+        copies = 0
+        for s in small:
+            for oid, _, length in s.pack.entries():
+                copies += 1
+                if oid in marked:
+                    keep.setdefault(oid, length)
+        old_bytes = sum(s.size for s in small)
+        new_bytes = pack_size(keep.values())
+        dead = sum(s.dead for s in small)
+        # on disk, the merged packs become one of new_bytes; the copies left out are swept
+        counts.packed_dead -= dead
+        counts.packed_dead_bytes -= sum(s.dead_bytes for s in small)
+        counts.objects_kept -= (copies - dead) - len(keep)     # duplicates become one
+        counts.objects_swept += copies - len(keep)
+        counts.bytes_swept += old_bytes - new_bytes
+        counts.bytes_kept += new_bytes - old_bytes
+        if not dry_run:
+            write_merged(home, [s.pack for s in small], marked.__contains__)
+    finally:
+        for s in small:
+            s.pack.mm.close()
+
+
+def merge_packs(home: str) -> int:
+    """Copy every object of the small packs into one new pack, synced, then delete them.
+    Each prompt's checkpoint adds a small pack and a hook opens packs one by one, so a
+    day of prompts would slow every hook until gc; this keeps the count low between gcs.
+    Nothing is dropped (no marking): every object is in the new pack before its old pack
+    goes. Under gc's lock, so never beside a gc. Returns the number of packs merged."""
+    fd = try_lock(home, GC_LOCK)
+    if fd is None:
+        return 0
+    small: list[Pack] = []
+    try:
+        for name, pack in Store(home).packs().items():
+            if pack.count <= SMALL_PACK and not name.endswith(RAW_SUFFIX):   # recompress's
+                small.append(pack)
+            else:
+                pack.mm.close()
+        if len(small) < 2:
+            return 0
+        write_merged(home, small, lambda oid: True)
+        return len(small)
+    finally:
+        for pack in small:
+            pack.mm.close()
+        os.close(fd)
+
+
+def recompress(home: str, wait: bool = False, sleep=None) -> int:
+    """Rewrite each raw pack (a first snapshot's file contents, stored uncompressed for
+    speed: capture/fanout.py) as a normal one of the same name without "-raw", compressed,
+    then delete it; returns the packs rewritten. The new pack is synced before the raw one
+    goes, so a kill at any point loses nothing; a run that finds the new pack there already
+    (a kill between the two) only deletes the raw one, so no second copy is ever made. No gc
+    lock: gc and merges never merge a raw pack, and deleting one a gc deleted first is no
+    harm. A body that no longer matches its id is copied as it is, for `verify`; a pack that
+    cannot be read, or a full disk, leaves that pack raw (logged) and goes on.
+
+    `wait` (the background job, background.spawn_recompress): before each pack, wait until
+    the store is idle (wait_for_idle). It reads and writes the whole snapshot again and
+    deletes a pack as big as the project: run beside a session, its syncs and the delete
+    held a hook's commit back by half a second (measured, a stream session's first shell
+    PreToolUse: 493 ms against 21 ms). Its pack's writeback trickles (PackWriter)."""
+    fd = try_lock(home, RECOMPRESS_LOCK)
+    if fd is None:
+        return 0                       # another run is at it
+    done = 0
+    try:
+        pdir = os.path.join(home, PACKS_DIR)
+        try:
+            names = sorted(n for n in os.listdir(pdir) if n.endswith(RAW_SUFFIX))
+        except FileNotFoundError:
+            return 0
+        for name in names:
+            if wait:
+                wait_for_idle(home, sleep=sleep)
+            path = os.path.join(pdir, name)
+            final = name[:-len(RAW_SUFFIX)] + ".pack"
+            if not os.path.exists(os.path.join(pdir, final)):
+                try:
+                    _recompress_one(home, path, final, trickle=wait)
+                except FileNotFoundError:
+                    continue           # gc swept it meanwhile
+                except Exception as e:
+                    from rewind.log import log
+                    log(f"recompress {path}: left as it is", e)
+                    continue
+            remove_pack(home, path)
+            done += 1
+    finally:
+        os.close(fd)
+    return done
+
+
+def _recompress_one(home: str, path: str, final: str, trickle: bool = False) -> None:
+    pack = Pack(path)
+    writer = PackWriter(os.path.join(home, TMP_DIR), trickle=trickle)
+    try:
+        for oid, off, length in pack.entries():
+            body = pack.read(off, length)
+            if body[:1] == RAW_PREFIX:
+                data = body[1:]
+                if digest_of(data) == oid:
+                    body = encode(data, fast=True)
+            writer.append(oid, body)
+        writer.finish(os.path.dirname(path), name=final)
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        pack.mm.close()
+
+
+def _last_activity(home: str) -> int | None:
+    """When a project of this store was last scanned or opened a tool window (wall ns; 0:
+    never, or no catalog), from the catalog; None when it cannot be read."""
+    from rewind.constants import CATALOG_NAME
+    if not os.path.exists(os.path.join(home, CATALOG_NAME)):
+        return 0                       # (and none is made: the home may be on its way out)
+    try:
+        from rewind.catalog.db import Catalog
+        cat = Catalog(home)
+        try:
+            return cat.last_activity()
+        finally:
+            cat.close()
+    except Exception:                  # a damaged or newer catalog, a busy one: not known
+        return None
+
+
+def wait_for_idle(home: str, idle_s: float = RECOMPRESS_IDLE_S, max_wait_s: float = RECOMPRESS_WAIT_MAX_S,
+                  sleep=None) -> float:
+    """Wait until no project of the store was scanned or opened a tool window for `idle_s`
+    (a hook's mark: every prompt, shell command and turn's end scans), or `max_wait_s` went
+    by, or the catalog cannot be read. A clock that jumped back (activity in the future) only
+    waits the longest. Returns the seconds waited."""
+    import time
+    sleep = sleep or time.sleep
+    began = time.monotonic()
+    while True:
+        last = _last_activity(home)
+        if last is None:
+            break
+        quiet = (clock.wall_ns() - last) / 1e9
+        if quiet >= idle_s:
+            break
+        left = max_wait_s - (time.monotonic() - began)
+        if left <= 0:
+            break
+        sleep(min(left, max(IDLE_POLL_S, idle_s - quiet) if quiet >= 0 else IDLE_POLL_S))
+    return time.monotonic() - began
