@@ -10,7 +10,7 @@ first prompt 10 s later. The store is empty (no `rewind save`): the watcher that
 starts takes the first snapshot, and the first prompts come while it runs. Run per install
 and mode, one after the other (each its own project and REWIND_HOME, never two at once):
 
-- a tree of --files files is generated (../shared/bench/make_tree.py) right into the
+- a tree of --files files is generated (make_tree.py) right into the
   project, plus the small project the prompts edit, right before the session: its pages are
   as writing left them, neither dropped (we cannot) nor read again (no copy, no `git add`:
   no git repository at all, the tree's .gitignore is rewind's own to read);
@@ -22,7 +22,7 @@ and mode, one after the other (each its own project and REWIND_HOME, never two a
   person types it. In `resume` mode (a `claude -p` process per prompt) Claude Code cannot do
   that: `claude -p` takes its prompt when it starts (without one it waits 3 s for stdin, then
   exits before any hook). So t0 is the installed SessionStart command fired by this script
-  with Claude Code's captured `startup` payload (../shared/realclient/payloads) and the hook
+  with Claude Code's captured `startup` payload (tests/agents/claude/payloads) and the hook
   environment it gives, for the session id the first `claude -p` then gets (--session-id):
   the start of an interactive session, then its prompts as `claude -p` runs them (each with
   its own SessionStart and SessionEnd, counted to its prompt);
@@ -327,15 +327,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll", type=float, default=2.0, help="seconds between watcher status polls (default 2)")
     ap.add_argument("--scan-timeout", type=int, default=900, help="seconds to wait for the first scan after prompt 2")
     ap.add_argument("--claude", help="the claude executable (default: $CLAUDE_BIN, then PATH)")
-    ap.add_argument("--harness", default=str(sh.HARNESS), help="the realclient directory (default: %(default)s)")
+    ap.add_argument("--harness", default=str(sh.HARNESS), help="the Claude Code harness (default: %(default)s)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per prompt")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--netns", choices=["auto", "off", "inner"], default="auto",
                     help="auto: run inside `unshare -n` (loopback only) when it works")
     args = ap.parse_args(argv)
-    sys.path.insert(0, args.harness)
-    import run_session
-    sh.rs = run_session
+    sh.rs = sh.common.harness(args.harness)
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in sh.MODES for m in modes) or args.later < 1 or args.files < 0:
         ap.error("--modes takes resume and/or stream; --later at least 1")
@@ -345,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="rewind-first-prompt-"))
     os.environ["PYTHONPYCACHEPREFIX"] = str(work / "pycache")     # as session_hooks.py, and why
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    claude = run_session.find_claude(args.claude)
+    claude = sh.common.find_claude(args.claude)
     version = subprocess.run([claude, "--version"], capture_output=True, text=True).stdout.strip()
     ok, problems = False, []
     try:

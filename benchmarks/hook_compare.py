@@ -66,9 +66,8 @@ def main() -> None:
         compileall.compile_dir(str(path / "rewind"), quiet=1)
     base = Path(tempfile.mkdtemp(prefix="rewind-compare-"))
     root = base / "proj"
-    root.mkdir()
     make_tree(root, args.files)
-    target = next(root.rglob("*.py"))
+    target = next(p for p in root.rglob("*.py") if "build" not in p.parts)
     # PYTHONPATH: the watcher a SessionStart hook starts (`python -m rewind watch`) is the
     # checkout's own, not whichever rewind the interpreter has installed
     envs = {k: dict(os.environ, REWIND_HOME=str(base / f"home-{k}"), CLAUDE_PROJECT_DIR=str(root),

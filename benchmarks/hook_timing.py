@@ -20,20 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402
+
 
 def make_tree(root: Path, files: int, seed: int = 1) -> None:
-    rng = random.Random(seed)
-    words = ["def", "class", "return", "import", "self", "value", "x", "=", "(", ")"]
-    dirs = [root]
-    for i in range(max(1, files // 30)):
-        depth = rng.randint(2, 5)
-        d = root.joinpath(*[f"d{rng.randint(0, 9)}" for _ in range(depth)], f"m{i}")
-        dirs.append(d)
-    for i in range(files):
-        d = rng.choice(dirs)
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"f{i}.py").write_text(" ".join(rng.choice(words) for _ in range(rng.randint(100, 2000))))
-    (root / ".gitignore").write_text("build/\n*.pyc\n")
+    """make_tree.py's tree (the one every benchmark generates)."""
+    c.gen_tree(root, files, seed=seed)
 
 
 def timed(cmd, stdin: bytes, env) -> float:
@@ -49,15 +42,13 @@ def main() -> None:
     args = ap.parse_args()
     # an installed rewind runs from byte code (pip compiles it); an editable checkout under
     # PYTHONDONTWRITEBYTECODE would compile its modules on every hook and measure that instead
-    import compileall
-    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "rewind"), quiet=1)
+    c.byte_compile()
     base = Path(tempfile.mkdtemp(prefix="rewind-bench-"))
     root = base / "proj"
-    root.mkdir()
     make_tree(root, args.files)
     env = dict(os.environ, REWIND_HOME=str(base / "home"), CLAUDE_PROJECT_DIR=str(root))
     rewind = [str(Path(sys.executable).parent / "rewind"), "hook", "claude"]
-    target = next(root.rglob("*.py"))
+    target = next(p for p in root.rglob("*.py") if "build" not in p.parts)
 
     def payload(event, **extra):
         return json.dumps({"hook_event_name": event, "session_id": "bench", "cwd": str(root), **extra}).encode()

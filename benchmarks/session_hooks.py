@@ -5,7 +5,8 @@ interpreter's bare start, measured in the same run.
     python benchmarks/session_hooks.py [--files 0] [--rounds 3] [--rewind PYTHON ...]
         [--modes resume,stream] [--watch on,off] [--cold] [--keep]
 
-It drives the real `claude` CLI ($CLAUDE_BIN) through ../shared/realclient: the harness's
+It drives the real `claude` CLI (--claude PATH or $CLAUDE_BIN; it stops and says so when
+neither is given) through tests/agents/claude (run_session.py): the harness's
 mock of the model API scripts the turns, Claude Code really runs the tools and really fires
 the hooks. Each prompt writes a file (Write), reads and edits another (Read, Edit) and runs a
 shell command (Bash), each in a turn of its own, as real turns do.
@@ -54,9 +55,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-HARNESS = REPO.parent / "shared" / "realclient"
-MAKE_TREE = REPO.parent / "shared" / "bench" / "make_tree.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as common  # noqa: E402
+
+HARNESS = common.HARNESS
 
 # The span it times is the command, and bash's fork and exec of it; bash's own start and the
 # append fall outside. The same for every hook and for the baseline.
@@ -91,7 +93,7 @@ def die(msg: str) -> None:
 
 def scenario(rounds: int) -> dict:
     """The harness's scenario format; tool inputs as Claude Code 2.1.197 sends them
-    (realclient/payloads)."""
+    (tests/agents/claude/payloads)."""
     prompts = []
     for k in range(1, rounds + 1):
         prompts.append({
@@ -118,8 +120,7 @@ def make_template(path: Path, files: int, git: bool = True) -> None:
     """The project every configuration gets a copy of: a generated tree (or none) plus the
     small project the prompts edit, committed to git (unless not `git`), as a real project is."""
     if files:
-        subprocess.run([sys.executable, str(MAKE_TREE), "gen", str(path), "--files", str(files)],
-                       check=True, stdout=subprocess.DEVNULL)
+        common.gen_tree(path, files)
     for rel, text in SMALL.items():
         p = path / rel
         if rel != "README.md" and p.exists():
@@ -501,14 +502,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--watch", default="on,off", help="on, off or both (default)")
     ap.add_argument("--cold", action="store_true", help="no `rewind save` before the session: prompt 1 takes the first snapshot")
     ap.add_argument("--claude", help="the claude executable (default: $CLAUDE_BIN, then PATH)")
-    ap.add_argument("--harness", default=str(HARNESS), help="the realclient directory (default: %(default)s)")
+    ap.add_argument("--harness", default=str(HARNESS), help="the Claude Code harness (default: %(default)s)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per prompt")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--netns", choices=["auto", "off", "inner"], default="auto",
                     help="auto: run inside `unshare -n` (loopback only) when it works")
     args = ap.parse_args(argv)
-    sys.path.insert(0, args.harness)
-    import run_session as rs
+    rs = common.harness(args.harness)
     modes = [m for m in args.modes.split(",") if m]
     watches = [{"on": True, "off": False}[w] for w in args.watch.split(",") if w]
     if any(m not in MODES for m in modes) or args.rounds < 1:
@@ -522,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     # checkout gets a __pycache__ written into it.
     os.environ["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    claude = rs.find_claude(args.claude)
+    claude = common.find_claude(args.claude)
     version = subprocess.run([claude, "--version"], capture_output=True, text=True).stdout.strip()
     ok = False
     try:

@@ -5,7 +5,7 @@ measured in one run.
 
     python benchmarks/store_size.py [--files 10000] [--prompts 100] [--changes 5]
 
-The tree comes from ../shared/bench/make_tree.py (or --make-tree PATH). Each prompt
+The tree comes from make_tree.py beside this script (or --make-tree PATH). Each prompt
 rewrites a few lines in K text files chosen by a seeded generator; rewind takes a
 `prompt` checkpoint (the same capture a hook runs, in-process) and the shadow repository
 commits the same state (GIT_DIR outside the tree, `git add -A`, `git commit`). Then
@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402
 
 
 def sizes(path: Path, skip: tuple[str, ...] = ()) -> tuple[int, int, int]:
@@ -72,25 +72,23 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=100)
     ap.add_argument("--changes", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--make-tree", default=str(REPO.parent / "shared" / "bench" / "make_tree.py"))
+    ap.add_argument("--make-tree", default=str(c.MAKE_TREE), help="the tree generator (default: %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="rewind-store-size-"))
     tree, home, shadow = work / "tree", work / "home", work / "shadow.git"
     os.environ["REWIND_HOME"] = str(home)
-    sys.path.insert(0, str(REPO))
+    c.MAKE_TREE = Path(args.make_tree)
+    c.import_rewind()
     from rewind.capture.working_copy import capture
     from rewind.catalog.db import Catalog
     from rewind.history.gc import run as gc_run
     from rewind.project import open_project
 
     try:
-        subprocess.run([sys.executable, args.make_tree, "gen", str(tree), "--files", str(args.files),
-                        "--seed", str(args.seed)], check=True, stdout=subprocess.DEVNULL)
-        genv = {**os.environ, "GIT_DIR": str(shadow), "GIT_WORK_TREE": str(tree),
-                "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-                "GIT_COMMITTER_EMAIL": "b@b", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        c.gen_tree(tree, args.files, seed=args.seed)
+        genv = c.shadow_git_env(shadow, tree)
         git = lambda *a: subprocess.run(["git", *a], env=genv, check=True,  # noqa: E731
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         git("init", "-q")

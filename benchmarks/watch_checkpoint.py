@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import statistics
@@ -25,17 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-REWIND = [str(Path(sys.executable).parent / "rewind")]
-if not Path(REWIND[0]).exists():
-    REWIND = [sys.executable, "-m", "rewind"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402
 
-
-def timed(cmd, env=None, input=None, cwd=None) -> float:
-    t = time.perf_counter()
-    subprocess.run(cmd, env=env, input=input, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+REWIND = c.rewind_cmd()
+timed = c.timed
 
 
 def main() -> int:
@@ -43,26 +36,20 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=100000)
     ap.add_argument("--changed", type=int, default=10)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--make-tree", default=str(REPO.parent / "shared" / "bench" / "make_tree.py"))
+    ap.add_argument("--make-tree", default=str(c.MAKE_TREE), help="the tree generator (default: %(default)s)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
-    sys.path.insert(0, str(REPO))
+    c.MAKE_TREE = Path(args.make_tree)
     work = Path(tempfile.mkdtemp(prefix="rewind-watch-bench-"))
     tree, home = work / "tree", work / "home"
-    env = {**os.environ, "REWIND_HOME": str(home), "CLAUDE_PROJECT_DIR": str(tree)}
-    env.pop("REWIND_TESTING", None)
+    env = c.bench_env(home, tree)
+    wenv = c.watch_env(env)           # the watcher's and the watcher-on hooks' (or none is served)
     watcher = None
-    # an installed rewind runs from byte code (pip compiles it); an editable checkout under
-    # PYTHONDONTWRITEBYTECODE would compile its modules on every hook
-    import compileall
-    import rewind
-    compileall.compile_dir(os.path.dirname(rewind.__file__), quiet=1)
+    c.byte_compile()
     try:
         t = time.perf_counter()
-        subprocess.run([sys.executable, args.make_tree, "gen", str(tree), "--files", str(args.files), "--git"],
-                       check=True, stdout=subprocess.DEVNULL)
+        c.gen_tree(tree, args.files, git=True)
         print(f"generated {args.files} files in {time.perf_counter() - t:.0f} s", flush=True)
-        sys.path.insert(0, str(REPO))
         from rewind.cli.replay import bundled_session, fill
         session = bundled_session()
         ups = fill(next(p for p in session if p["hook_event_name"] == "UserPromptSubmit"), str(tree), "bench",
@@ -77,10 +64,9 @@ def main() -> int:
         subprocess.run(["git", "status", "--porcelain"], cwd=tree, stdout=subprocess.DEVNULL)  # warm the index
 
         t = time.perf_counter()
-        watcher = subprocess.Popen([*REWIND, "watch", "--project", str(tree)], env=env,
-                                   stdout=subprocess.PIPE, text=True)
-        line = watcher.stdout.readline()
-        print(f"watcher ready in {time.perf_counter() - t:.1f} s: {line.strip()}", flush=True)
+        watcher = c.start_watcher(tree, wenv, REWIND)
+        print(f"watcher ready in {time.perf_counter() - t:.1f} s", flush=True)
+        before = c.watcher_status(tree, wenv, REWIND)
 
         texts = [p for p in tree.rglob("*.py") if "build" not in p.parts][:2000]
         rng = random.Random(1)
@@ -94,7 +80,7 @@ def main() -> int:
                             f.write(f"# rep {rep} {what}\n")
                     time.sleep(0.2)
                 if what == "watcher on":
-                    results[what].append(timed(hook, env={**env, "REWIND_WATCH": "1"}, input=json.dumps(ups).encode()))
+                    results[what].append(timed(hook, env=wenv, input=json.dumps(ups).encode()))
                 elif what == "watcher off":
                     results[what].append(timed(hook, env={**env, "REWIND_WATCH": "0"}, input=json.dumps(ups).encode()))
                 elif what == "git status":
@@ -104,8 +90,7 @@ def main() -> int:
                     results[what].append(timed(["git", "status", "--porcelain"], cwd=tree))
                 else:
                     results[what].append(timed([sys.executable, "-c", "pass"]))
-        status = json.loads(subprocess.run([*REWIND, "watch", "--status", "--json", "--project", str(tree)],
-                                           env=env, capture_output=True, text=True).stdout)
+        status = c.counted_status(tree, wenv, before, args.reps, REWIND)
         ref = statistics.median(results["git status"])
         floor = statistics.median(results["floor"])
         print(f"\n{args.files} files, {args.changed} changed per checkpoint, {args.reps} repetitions, interleaved")
@@ -115,11 +100,10 @@ def main() -> int:
             print(f"{what:28}{med * 1000:8.1f}ms{min(xs) * 1000:8.1f}ms{max(xs) * 1000:8.1f}ms"
                   f"{med / ref:14.2f}{med / floor:10.2f}")
         print(f"\nwatcher: {status['directories']} directories watched; scans: {status['quick_scans']} quick, "
-              f"{status['full_scans']} full, {status['fallbacks']} fallbacks")
+              f"{status['full_scans']} full, {status['fallbacks']} fallbacks; {c.served(before, status, args.reps)}")
     finally:
         if watcher is not None:
-            watcher.terminate()
-            watcher.wait(timeout=30)
+            c.stop_watcher(watcher)
         if args.keep:
             print(f"kept {work}")
         else:

@@ -1,0 +1,72 @@
+"""`rewind status` says when the running watcher's settings differ from the ones it runs
+with: a hook run with those is refused by the watcher (watch/serve.py compares REWIND_* and
+the few other entries that change what a hook does) and runs standalone, the slow path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from helpers import REWIND, wait_ready
+from test_served import counts, hook, make, payload, serving, start, view
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
+
+LINE = "settings:    the watcher runs with other settings"
+
+
+def status(root, **env) -> tuple[dict, str]:
+    """`status --json` and `status`, with os.environ changed by env (None: removed)."""
+    full = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+    out = [subprocess.run([*REWIND, "status", *args], cwd=root, env=full, capture_output=True, text=True,
+                          timeout=120) for args in (["--json"], [])]
+    assert [p.returncode for p in out] == [0, 0], out
+    return json.loads(out[0].stdout), out[1].stdout
+
+
+def test_status_names_a_rewind_setting_the_watcher_runs_without(tmp_path):
+    root = make(tmp_path, "p")
+    start(root)                                     # its SessionStart hook starts the watcher
+    same, text = status(root, REWIND_WATCH="1")
+    assert same["watcher"]["running"] and same["watcher"]["settings_differ"] == []
+    assert LINE not in text
+    other = {"REWIND_WATCH": "1", "REWIND_SETTLE_TIMEOUT": "7"}
+    st, text = status(root, **other)
+    assert st["watcher"]["settings_differ"] == [{"name": "REWIND_SETTLE_TIMEOUT", "watcher": None, "here": "7"}]
+    assert f"{LINE} (REWIND_SETTLE_TIMEOUT=unset there, 7 here): hooks here run standalone" in text
+    # and so they do
+    _, alone = counts(root)
+    hook(payload("UserPromptSubmit", root), root, **other)
+    v = view(root)
+    assert v["hooks_standalone"] == alone + 1
+    assert v["last_hook_fallback"]["reason"] == "env REWIND_SETTLE_TIMEOUT"
+
+
+def test_status_names_rewind_watch_when_the_watcher_was_started_without_it(tmp_path):
+    """A watcher started by hand without REWIND_WATCH, hooks run with REWIND_WATCH=1: the
+    benchmark's mistake (benchmarks/_common.py watch_env)."""
+    root = make(tmp_path, "p")
+    env = {k: v for k, v in os.environ.items() if k != "REWIND_WATCH"}
+    proc = subprocess.Popen([*REWIND, "watch", "--project", str(root)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline()
+        wait_ready(root)
+        serving(root)
+        st, text = status(root, REWIND_WATCH="1")
+        assert st["watcher"]["settings_differ"] == [{"name": "REWIND_WATCH", "watcher": None, "here": "1"}]
+        assert f"{LINE} (REWIND_WATCH=unset there, 1 here): hooks here run standalone" in text
+        _, alone = counts(root)
+        hook(payload("UserPromptSubmit", root), root, REWIND_WATCH="1")
+        v = view(root)
+        assert v["hooks_standalone"] == alone + 1
+        assert v["last_hook_fallback"]["reason"] == "env REWIND_WATCH"
+        # with no REWIND_WATCH here either, nothing differs
+        st, text = status(root, REWIND_WATCH=None)
+        assert st["watcher"]["settings_differ"] == [] and LINE not in text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
