@@ -9,13 +9,57 @@ import time
 
 import pytest
 
+from helpers import AGENT_CLIS, agent_cli
+
+
+def pytest_configure(config):
+    """The agent CLIs scripts/install-agents installed are exported as CLAUDE_BIN (GEMINI_BIN,
+    CODEX_BIN), so the tests and the benchmarks they run find them without a shell's export.
+    REWIND_AGENTS_DIR goes: every REWIND_* variable is compared between a hook and its
+    watcher, and this one is the tests' business alone."""
+    for agent, (_, var) in AGENT_CLIS.items():
+        found = agent_cli(agent)
+        if found:
+            os.environ[var] = found
+    os.environ.pop("REWIND_AGENTS_DIR", None)
+
 # the same list as rewind/history/guard.py MARKERS (tests/history/test_protection.py checks it)
 AGENT_MARKERS = {"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "GEMINI_CLI", "COPILOT_CLI", "CODEX_SANDBOX",
                  "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID", "CODEX_CI",
                  "CODEX_MANAGED_BY_NPM", "QWEN_CODE", "CURSOR_AGENT", "OPENCODE", "CLINE_ACTIVE"}
 
+def pytest_collection_modifyitems(config, items):
+    """The real agent sessions take 10-60 s each: they start first, so that on pytest-xdist's
+    workers (`-n 4` in pyproject.toml) the short tests fill the gaps instead of waiting at the end."""
+    slow = ("tests/scenarios/", "tests/watch/", "test_pending.py", "test_exit_codes.py", "test_fuzz_payloads.py")
+    items.sort(key=lambda item: 0 if item.get_closest_marker("e2e") else 1 if any(
+        part in item.nodeid for part in slow) else 2)
+
+
 @pytest.fixture(autouse=True)
-def _isolate(tmp_path_factory, monkeypatch):
+def _serial(request, tmp_path_factory):
+    """Under pytest-xdist the workers run tests side by side; a test marked `serial` changes a
+    machine-wide setting (fs.inotify.max_user_watches) and runs alone: it takes the lock
+    exclusively, every other test takes it shared. The turnstile keeps a waiting serial test
+    from being starved by a stream of shared holders (flock prefers no one)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    import fcntl
+    shared = tmp_path_factory.getbasetemp().parent       # one directory for all the workers
+    serial = request.node.get_closest_marker("serial") is not None
+    with open(shared / "serial.turnstile", "a") as turnstile, open(shared / "serial.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        finally:
+            if not serial:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield                                            # both released when the files close
+
+
+@pytest.fixture(autouse=True)
+def _isolate(tmp_path_factory, monkeypatch, _serial):
     base = tmp_path_factory.mktemp("env")
     home = base / "home"
     home.mkdir()

@@ -18,6 +18,36 @@ from rewind.project import open_project, resolve_root
 BIN = Path(sys.executable).parent / "rewind"
 REWIND = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "rewind"]
 
+REPO = Path(__file__).resolve().parents[1]
+AGENTS = REPO / "tests" / "agents"          # the end-to-end harness of each agent CLI
+MAKE_TREE = REPO / "benchmarks" / "make_tree.py"
+# The agent CLIs the e2e tests drive, each at the version its harness was captured with;
+# scripts/install-agents installs them into AGENT_CLIS_HOME.
+AGENT_CLIS = {"claude": ("Claude Code", "CLAUDE_BIN"), "gemini": ("Gemini CLI", "GEMINI_BIN"),
+              "codex": ("Codex CLI", "CODEX_BIN")}
+AGENT_CLIS_HOME = Path(os.environ.get("REWIND_AGENTS_DIR") or REPO / ".agents")
+
+
+def harness(agent: str) -> Path:
+    """tests/agents/AGENT: its run_session.py, mock model server, scenarios and payloads."""
+    return AGENTS / agent
+
+
+def agent_cli(agent: str) -> str | None:
+    """The agent's CLI: $CLAUDE_BIN (GEMINI_BIN, CODEX_BIN), else the one scripts/install-agents
+    installed, else the one on PATH; None when there is none."""
+    var = AGENT_CLIS[agent][1]
+    installed = AGENT_CLIS_HOME / agent / "node_modules" / ".bin" / agent
+    if os.environ.get(var):
+        return os.environ[var]
+    return str(installed) if os.access(installed, os.X_OK) else shutil.which(agent)
+
+
+def no_cli(agent: str) -> str:
+    """The one-line reason a test that runs this agent's real CLI skips without it."""
+    name, var = AGENT_CLIS[agent]
+    return f"{name} not installed: run scripts/install-agents (or set {var})"
+
 
 def run_rewind(*args, cwd=None, input=None, env=None, check=None):
     """Run the installed `rewind` script; returns the CompletedProcess (text mode)."""
@@ -161,12 +191,16 @@ def rewritten_in_place(path, a: bytes, b: bytes):
 
 
 def state(root) -> tuple[dict | None, dict]:
-    """The project's watcher row (None: never ran) and its scan state."""
+    """The project's watcher row (None: never ran) and its scan state (the `ScanState`'s
+    fields by name)."""
     from rewind.catalog.db import Catalog
     cat = Catalog(os.environ["REWIND_HOME"])
     try:
         pid = cat.project_id(str(root), create=False)
-        return (cat.watcher(pid), cat.scan_state(pid)) if pid else (None, {})
+        if not pid:
+            return None, {}
+        st = cat.scan_state(pid)
+        return cat.watcher(pid), {name: getattr(st, name) for name in st._fields}
     finally:
         cat.close()
 

@@ -1,6 +1,6 @@
 """Exit codes of the command-line contract (README, "Exit codes") that no other test pinned:
 11 the project is locked by another rewind process, 130 interrupted, 3 an internal error, and
-1 when the person declines the question (DESIGN.md: a one-line notice, nothing changed).
+1 when the person declines the question (docs/design.md: a one-line notice, nothing changed).
 
 0, 1 for a well-formed id that names no checkpoint, and 2 for a command line that does not
 parse are pinned by tests/cli/test_cli.py (`test_bad_ids_and_arguments_get_one_clear_line`

@@ -1,4 +1,4 @@
-"""Golden JSON: every `--json` output of the command line keeps its shape (DESIGN.md,
+"""Golden JSON: every `--json` output of the command line keeps its shape (docs/design.md,
 "Command-line contract": fields are only ever added).
 
 Each `tests/golden/<name>.json` was written from a real run of the installed `rewind` on the
@@ -10,7 +10,7 @@ scenario its `scenario` field tells, and holds:
      "output": <the output's shape>}
 
 The shape is the real output with every volatile value (times, ids, paths, sizes, digests,
-pids, counts, free text) replaced by a type marker; what DESIGN.md fixes stays as it was:
+pids, counts, free text) replaced by a type marker; what docs/design.md fixes stays as it was:
 
     "<int>" "<float>" "<str>" "<bool>" "<null>"   a value of that JSON type; "<str|null>": either
     any other string, number, true/false, null  pinned: the output has exactly this value
@@ -47,7 +47,7 @@ from rewind.locations import config_dir
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("REWIND_UPDATE_GOLDEN") == "1"
 
-# keys whose values DESIGN.md fixes (enums): pinned wherever they appear as a string or null
+# keys whose values docs/design.md fixes (enums): pinned wherever they appear as a string or null
 # (or a list of them, as `flags`), not where such a key counts something (`summary.sources.tool`)
 PINNED = {"kind", "status", "source", "tool", "agent", "flags", "scope"}
 EACH = "<each>"
@@ -271,7 +271,7 @@ def test_every_json_output_of_a_recorded_session_keeps_its_golden_shape(recorded
         problems += check(name, args, SESSION, root, **extra)
 
     # a ring of 3 (shorter than the one applied so far): `gc` drops what it leaves out; 40 days
-    # on, the dry run also hides the rest (expired, not yet confirmed: DESIGN.md, retention)
+    # on, the dry run also hides the rest (expired, not yet confirmed: docs/design.md, "Ring and retention")
     config = Path(config_dir()) / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("ring_size = 3\n")

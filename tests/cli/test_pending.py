@@ -266,13 +266,20 @@ def test_to_diff_and_export_give_up_after_the_settle_timeout_and_change_nothing(
         assert listed[0]["pending"] is True                          # still there, still pending
 
 
+def _sigint_default() -> None:
+    """In the child before exec: a suite started in the background (`pytest &`, `setsid`, an
+    xdist worker) runs with SIGINT ignored, and Python keeps an ignored SIGINT ignored; rewind
+    must get it as a person's ^C (it hung here until the test's bound, twice)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _on_a_terminal_until(args, cwd, text: str):
     """Start the installed `rewind` on a pseudo-terminal; returns it once it drew `text`,
     with the master end and what it drew."""
     import pty
     master, slave = pty.openpty()
     proc = subprocess.Popen([*REWIND, *args], cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
-                            env=dict(os.environ, COLUMNS="200"))
+                            env=dict(os.environ, COLUMNS="200"), preexec_fn=_sigint_default)
     os.close(slave)
     seen = b""
     deadline = time.monotonic() + 120
@@ -295,6 +302,21 @@ def _drain(master) -> bytes:
         out += data
 
 
+def _wait_reading(proc, master, timeout: float = 120) -> tuple[int, bytes]:
+    """Wait for `proc` to exit while reading what it draws, as a terminal does: a pty nobody
+    reads fills after a few KiB, and a process writing its last lines to it would block."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, out
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                out += os.read(master, 65536)
+            except OSError:
+                break
+    return proc.wait(timeout=timeout), out + _drain(master)
+
+
 def test_ctrl_c_while_waiting_on_a_terminal_changes_nothing_and_exits_130(tmp_path):
     root, _ = _saved(tmp_path)
     with FirstScan(root) as scan:
@@ -304,8 +326,8 @@ def test_ctrl_c_while_waiting_on_a_terminal_changes_nothing_and_exits_130(tmp_pa
         proc, master, seen = _on_a_terminal_until(["to", "2", "--yes"], root, f"{WAITING}…")
         try:
             os.kill(proc.pid, signal.SIGINT)
-            code = proc.wait(timeout=60)
-            seen += _drain(master)
+            code, drawn_after = _wait_reading(proc, master)
+            seen += drawn_after
         finally:
             os.close(master)
             if proc.poll() is None:

@@ -159,21 +159,19 @@ def test_rewind_to_conversation_only_forks_such_a_transcript_from_a_real_hook_se
 
 @pytest.mark.e2e
 def test_real_claude_resumes_a_fork_of_a_transcript_with_a_cut_emoji(tmp_path):
-    """The real CLI (2.1.197, shared/realclient) writes the transcript; a cut emoji is put
+    """The real CLI (2.1.197, tests/agents/claude) writes the transcript; a cut emoji is put
     into one of its assistant lines as Node writes one; `rewind to 2 --conversation-only`
     forks it byte for byte and `claude --resume` continues it."""
     import os
-    import shutil
     import subprocess
     import sys
-    from pathlib import Path
 
-    from helpers import REWIND, resume_with_mock, run_rewind
+    from helpers import AGENTS, REWIND, agent_cli, no_cli, resume_with_mock, run_rewind
 
-    harness = Path(__file__).resolve().parents[3] / "shared" / "realclient"
-    claude = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
-    if not claude or not harness.exists():
-        pytest.skip("needs Claude Code (CLAUDE_BIN) and ../shared/realclient")
+    harness = AGENTS / "claude"
+    claude = agent_cli("claude")
+    if not claude:
+        pytest.skip(no_cli("claude"))
     proj = tmp_path / "proj"
     r = subprocess.run([sys.executable, str(harness / "run_session.py"), "--claude", claude, "--project-dir", str(proj),
                         "--fresh", "--scenario", str(harness / "scenario.json"), "--mode", "resume",

@@ -256,7 +256,7 @@ def test_the_scan_after_a_rewind_trusts_what_it_wrote_and_agrees_with_a_full_sca
     proj = project(root)
     state = proj.catalog.scan_state(proj.id)
     full = working_scan(proj)
-    assert full.root == state["last_tree"] == proj.catalog.checkpoint(proj.id, 1).tree
+    assert full.root == state.last_tree == proj.catalog.checkpoint(proj.id, 1).tree
     assert full.stats.hashed == 0, "the stat cache does not cover the files the rewind wrote"
     proj.close()
     # a file changed right after the rewind is read again, not taken from the rewind's row

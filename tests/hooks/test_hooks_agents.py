@@ -11,15 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, run_rewind, write
+from helpers import REWIND, harness, run_rewind, write
 from rewind.hooks import codex, gemini
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="../shared is not beside this checkout")
 
 
 def captured(agent: str, name: str) -> dict:
-    return json.loads((SHARED / f"realclient-{agent}" / "payloads" / name).read_text())
+    return json.loads((harness(agent) / "payloads" / name).read_text())
 
 
 def hook(agent: str, payload, cwd, env=None) -> subprocess.CompletedProcess:
@@ -30,7 +28,6 @@ def hook(agent: str, payload, cwd, env=None) -> subprocess.CompletedProcess:
 
 # -- parsing the captured payloads ---------------------------------------------------------
 
-@needs_shared
 def test_gemini_payloads_map_onto_the_recorder_events():
     env = {"GEMINI_PROJECT_DIR": "/p"}
     assert gemini.parse(captured("gemini", "SessionStart.json"), env).kind == "session_start"
@@ -43,14 +40,13 @@ def test_gemini_payloads_map_onto_the_recorder_events():
     ev = gemini.parse(captured("gemini", "BeforeTool.run_shell_command.json"), env)
     assert ev.tool_kind == "shell" and ev.command
     assert gemini.parse(captured("gemini", "BeforeTool.read_file.json"), env) is None
-    failed = gemini.parse(json.loads((SHARED / "realclient-gemini/payloads/edge/AfterTool.run_shell_command.json")
+    failed = gemini.parse(json.loads((harness("gemini") / "payloads/edge/AfterTool.run_shell_command.json")
                                      .read_text()), env)
     assert failed.failed
     assert gemini.parse(captured("gemini", "AfterAgent.json"), env).kind == "stop"
     assert gemini.parse(captured("gemini", "SessionEnd.json"), env).kind == "session_end"
 
 
-@needs_shared
 def test_codex_payloads_map_onto_the_recorder_events():
     assert codex.parse(captured("codex", "SessionStart.json"), {}).kind == "session_start"
     ev = codex.parse(captured("codex", "UserPromptSubmit.json"), {})

@@ -1,4 +1,4 @@
-"""Claude Code's real hook payloads (2.1.197, captured by shared/realclient) replayed through
+"""Claude Code's real hook payloads (2.1.197, captured by tests/agents/claude) replayed through
 `rewind hook claude`, with the tools' effects really carried out."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, fingerprint, run_rewind, write
+from helpers import REWIND, fingerprint, harness, run_rewind, write
 from rewind.cli.replay import bundled_session, fill, hook_in_process, replay
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "realclient" / "payloads"   # ../shared beside the checkout
+CAPTURED = harness("claude") / "payloads"
 SETUP = {"README.md": "# demo project\n", "config.ini": "[core]\nname = demo\nlevel = 1\n",
          "old.log": "stale log line\n", "a.txt": "alpha\n"}
 
@@ -34,10 +34,9 @@ def deliver_by_process(root):
     return deliver
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared (the captured payloads) is not beside this checkout")
 def test_the_bundled_payloads_are_the_captured_ones():
     captured = [json.loads(line)["payload"] for f in ("sequence.jsonl", "edge/sequence.jsonl")
-                for line in (SHARED / f).read_text().splitlines()]
+                for line in (CAPTURED / f).read_text().splitlines()]
     captured = [p for p in captured if p["hook_event_name"] not in ("PostToolBatch", "CwdChanged")]
     assert bundled_session() == captured
 

@@ -118,7 +118,7 @@ def test_installing_again_leaves_no_backup_and_the_file_as_it_was(tmp_path):
 
 
 def test_installing_for_a_project_starts_its_first_snapshot_in_the_background(tmp_path):
-    """DESIGN: the first snapshot starts at `rewind hooks install` (or SessionStart): a big
+    """docs/design.md: the first snapshot starts at `rewind hooks install` (or SessionStart): a big
     tree's scan is under way before the agent starts. Not with the watcher off, not for
     hooks installed for every project (the user scope)."""
     off, user, on = tmp_path / "off", tmp_path / "user", tmp_path / "on"

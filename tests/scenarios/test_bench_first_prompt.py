@@ -3,18 +3,17 @@ delay so it cannot rot; figures not asserted (they are the machine's)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import agent_cli, no_cli
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "first_prompt.py"
-HARNESS = REPO.parent / "shared" / "realclient"
-CLAUDE = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
+CLAUDE = agent_cli("claude")
 
 
 def _bench(*args, timeout=600):
@@ -29,8 +28,7 @@ def test_help_names_the_options():
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(not CLAUDE, reason="Claude Code not installed (npm i @anthropic-ai/claude-code@2.1.197)")
-@pytest.mark.skipif(not HARNESS.exists(), reason="../shared/realclient is not beside this checkout")
+@pytest.mark.skipif(not CLAUDE, reason=no_cli("claude"))
 def test_first_prompts_on_a_fresh_tree_are_timed_and_checkpointed():
     r = _bench("--files", "2000", "--delay", "2", "--modes", "resume,stream")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -3,7 +3,6 @@ measure; one short session, figures not asserted (they are the machine's)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -11,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import agent_cli, no_cli
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "session_hooks.py"
-HARNESS = REPO.parent / "shared" / "realclient"
-CLAUDE = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
+CLAUDE = agent_cli("claude")
 
 
 def _bench(*args, timeout=600):
@@ -29,8 +29,7 @@ def test_help_names_the_options():
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(not CLAUDE, reason="Claude Code not installed (npm i @anthropic-ai/claude-code@2.1.197)")
-@pytest.mark.skipif(not HARNESS.exists(), reason="../shared/realclient is not beside this checkout")
+@pytest.mark.skipif(not CLAUDE, reason=no_cli("claude"))
 def test_one_prompt_in_a_real_session_is_timed_hook_by_hook():
     r = _bench("--rounds", "1", "--modes", "resume", "--watch", "on")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -46,8 +45,7 @@ def test_one_prompt_in_a_real_session_is_timed_hook_by_hook():
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(not CLAUDE, reason="Claude Code not installed (npm i @anthropic-ai/claude-code@2.1.197)")
-@pytest.mark.skipif(not HARNESS.exists(), reason="../shared/realclient is not beside this checkout")
+@pytest.mark.skipif(not CLAUDE, reason=no_cli("claude"))
 def test_a_python_without_rewind_is_refused(tmp_path):
     bare = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)

@@ -1,16 +1,15 @@
 """End to end with the real Gemini CLI (0.61.0) and Codex CLI (0.171.0) against local mocks of
-their model APIs (shared/realclient-gemini, shared/realclient-codex): real tool calls, real
+their model APIs (tests/agents/gemini, tests/agents/codex): real tool calls, real
 hooks. rewind's hooks get there through `rewind hooks install AGENT` itself: a small wrapper
 installs them right before each run of the agent, on top of the harness's own recorder, so
 the test also proves that the installer's entries (and Codex's trust entries) make the
-agent run them. Skipped when the CLIs or ../shared are missing."""
+agent run them. Skipped when the CLIs are missing."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
-import shutil
 import stat
 import subprocess
 import sys
@@ -18,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, fingerprint, run_rewind
+from helpers import REWIND, agent_cli, fingerprint, harness, no_cli, run_rewind
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-GEMINI = os.environ.get("GEMINI_BIN") or shutil.which("gemini")
-CODEX = os.environ.get("CODEX_BIN") or shutil.which("codex")
+GEMINI = agent_cli("gemini")
+CODEX = agent_cli("codex")
 
 pytestmark = pytest.mark.e2e
 
@@ -38,9 +36,9 @@ def wrapper(tmp_path: Path, agent: str, real: str, scope: str) -> str:
     return str(script)
 
 
-def harness(tmp_path: Path, agent: str, exe_flag: str, exe: str, *extra: str, watch: str = "0") -> Path:
+def session(tmp_path: Path, agent: str, exe_flag: str, exe: str, *extra: str, watch: str = "0") -> Path:
     proj = tmp_path / "proj"
-    r = subprocess.run([sys.executable, str(SHARED / f"realclient-{agent}" / "run_session.py"), exe_flag, exe,
+    r = subprocess.run([sys.executable, str(harness(agent) / "run_session.py"), exe_flag, exe,
                         "--project-dir", str(proj), "--fresh", *extra],
                        capture_output=True, text=True, timeout=600, env=dict(os.environ, REWIND_WATCH=watch),
                        cwd=tmp_path)
@@ -72,11 +70,10 @@ def rewind_story(proj: Path, skip: tuple, states: dict[int, dict[str, object]]) 
     assert fingerprint(proj, skip=skip) == final
 
 
-@pytest.mark.skipif(not GEMINI, reason="Gemini CLI not installed (npm i @google/gemini-cli@0.61.0)")
-@pytest.mark.skipif(not (SHARED / "realclient-gemini").exists(), reason="../shared/realclient-gemini missing")
+@pytest.mark.skipif(not GEMINI, reason=no_cli("gemini"))
 @pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
 def test_a_real_gemini_cli_session_is_recorded_attributed_and_rewindable(tmp_path, watch):
-    proj = harness(tmp_path, "gemini", "--gemini", wrapper(tmp_path, "gemini", GEMINI, "project"), watch=watch)
+    proj = session(tmp_path, "gemini", "--gemini", wrapper(tmp_path, "gemini", GEMINI, "project"), watch=watch)
     cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
     assert [c["kind"] for c in cps] == ["prompt"] * 3 and all(c["agent"] == "gemini" for c in cps)
     assert cps[-1]["prompt"].startswith("Create the app skeleton")
@@ -103,13 +100,12 @@ def test_a_real_gemini_cli_session_is_recorded_attributed_and_rewindable(tmp_pat
     assert not log.exists(), log.read_text()
 
 
-@pytest.mark.skipif(not CODEX, reason="Codex CLI not installed (npm i @openai/codex@0.171.0)")
-@pytest.mark.skipif(not (SHARED / "realclient-codex").exists(), reason="../shared/realclient-codex missing")
+@pytest.mark.skipif(not CODEX, reason=no_cli("codex"))
 @pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
 def test_a_real_codex_session_is_recorded_attributed_and_rewindable(tmp_path, watch):
     # the wrapper installs into $CODEX_HOME (the harness's isolated one): hooks.json and the
     # [hooks.state] trust entries in config.toml; no bypass flag anywhere
-    proj = harness(tmp_path, "codex", "--codex", wrapper(tmp_path, "codex", CODEX, "user"), watch=watch)
+    proj = session(tmp_path, "codex", "--codex", wrapper(tmp_path, "codex", CODEX, "user"), watch=watch)
     cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
     assert [c["kind"] for c in cps] == ["prompt"] * 3 and all(c["agent"] == "codex" for c in cps)
     assert cps[-1]["prompt"].startswith("Create the app skeleton")

@@ -1,25 +1,22 @@
 """End to end with the real Claude Code CLI (2.1.197) against a local mock of the model API
-(shared/realclient): real tool calls, real hooks, `rewind hook claude` as installed."""
+(tests/agents/claude): real tool calls, real hooks, `rewind hook claude` as installed."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, fingerprint, resume_with_mock, run_rewind
+from helpers import MAKE_TREE, REWIND, agent_cli, fingerprint, harness, no_cli, resume_with_mock, run_rewind
 
-HARNESS = Path(__file__).resolve().parents[3] / "shared" / "realclient"
-CLAUDE = os.environ.get("CLAUDE_BIN") or shutil.which("claude")
+HARNESS = harness("claude")
+CLAUDE = agent_cli("claude")
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not CLAUDE, reason="Claude Code not installed (npm i @anthropic-ai/claude-code@2.1.197)"),
-              pytest.mark.skipif(not HARNESS.exists(), reason="../shared/realclient is not beside this checkout")]
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not CLAUDE, reason=no_cli("claude"))]
 
 
 def _run(tmp_path, scenario, mode, events=True, watch="0"):
@@ -86,9 +83,6 @@ def test_the_conversation_forks_to_before_a_checkpoint_and_claude_resumes_it(tmp
     assert asked
     assert "Create the app skeleton" in asked[-1]                    # the conversation before checkpoint 2
     assert "Bump the level" not in asked[-1] and "Move the marker" not in asked[-1]   # nothing after it
-
-
-MAKE_TREE = HARNESS.parent / "bench" / "make_tree.py"
 
 
 @pytest.mark.parametrize("mode,watch", [("resume", "1"), ("stream", "1"), ("resume", "0")],

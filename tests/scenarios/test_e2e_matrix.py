@@ -1,5 +1,5 @@
 """Every agent, watcher on and off, on a quiet and on a busy machine: the real Claude Code,
-Gemini CLI and Codex CLIs (../shared/realclient*) run one realistic three-prompt session
+Gemini CLI and Codex CLIs (tests/agents/*) run one realistic three-prompt session
 each, in resume mode (one CLI process a prompt). A wrapper around the agent's binary
 installs rewind's hooks exactly as `rewind hooks install` writes them, keeps a copy of the
 tree before the first prompt, and makes a person's edit before the second and the third.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import stat
 import subprocess
 import sys
@@ -27,12 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, fingerprint, run_rewind
+from helpers import AGENT_CLIS, REWIND, agent_cli, fingerprint, harness, no_cli, run_rewind
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-BINS = {"claude": os.environ.get("CLAUDE_BIN") or shutil.which("claude"),
-        "gemini": os.environ.get("GEMINI_BIN") or shutil.which("gemini"),
-        "codex": os.environ.get("CODEX_BIN") or shutil.which("codex")}
+BINS = {agent: agent_cli(agent) for agent in AGENT_CLIS}
 
 pytestmark = [pytest.mark.e2e, pytest.mark.matrix]
 
@@ -198,15 +194,12 @@ def _changes(proj: Path, n: int) -> dict[str, dict]:
 def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tmp_path):
     make, flag, scope, (write_tool, edit_tool), shell_tool = AGENTS[agent]
     if not BINS[agent]:
-        pytest.skip(f"{agent} CLI not installed (see .ci/run)")
-    harness = SHARED / ("realclient" if agent == "claude" else f"realclient-{agent}")
-    if not harness.exists():
-        pytest.skip(f"{harness} is not beside this checkout")
+        pytest.skip(no_cli(agent))
     scenario = {"description": "rewind's end-to-end matrix", "setup": {"files": SETUP}, **make()}
     (tmp_path / "scenario.json").write_text(json.dumps(scenario))
     proj = tmp_path / "proj"
     env = dict(os.environ, REWIND_WATCH=watch, IS_SANDBOX="1")
-    r = subprocess.run([sys.executable, str(harness / "run_session.py"), flag,
+    r = subprocess.run([sys.executable, str(harness(agent) / "run_session.py"), flag,
                         wrapper(tmp_path, agent, BINS[agent], scope), "--project-dir", str(proj), "--fresh",
                         "--scenario", str(tmp_path / "scenario.json"), "--mode", "resume"],
                        capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)

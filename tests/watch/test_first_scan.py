@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REWIND, run_rewind, state, write
+from helpers import MAKE_TREE, REWIND, run_rewind, state, write
 from test_served import hook, listing, tool_pair
 from test_served import payload
 from test_watcher import alive, wait_gone
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 
-MAKE_TREE = Path(__file__).resolve().parents[3] / "shared" / "bench" / "make_tree.py"
 FILES = 24000
 
 

@@ -400,7 +400,7 @@ def test_watch_in_the_foreground_and_its_controls(tmp_path):
 def test_a_watcher_stuck_after_being_asked_to_stop_exits_and_prints_its_threads(tmp_path):
     """The stop signal sets a flag the main loop checks; if a thread hangs instead, the
     process must still go (`watch --stop` counts on it) and say where it hung."""
-    code = ("import time, rewind.watch.daemon as w\n"
+    code = ("import time, rewind.watch.process as w\n"
             "w.STOP_GRACE_S = 0.5\n"
             "w._exit_if_stuck()\n"
             "time.sleep(60)      # a main thread that never comes back to its loop\n")
@@ -530,10 +530,10 @@ def test_a_window_opened_while_the_watcher_was_starting_is_known_from_its_first_
     finally:
         proj.close()
     w.on_event(FileDeletedEvent(str(root / "a.txt")))
-    assert w.pending[-1][3] == f"w:{still_open},{closed_since}", w.pending
+    assert w.buffered[-1][3] == f"w:{still_open},{closed_since}", w.buffered
     w.marker(f"close-{closed_since}-1-1", "marker")
     w.on_event(FileCreatedEvent(str(root / "b.txt")))
-    assert w.pending[-1][3] == f"w:{still_open}"
+    assert w.buffered[-1][3] == f"w:{still_open}"
 
 
 def test_a_tool_that_wrote_during_a_long_scan_behind_it_is_still_the_tools(tmp_path):
