@@ -105,9 +105,9 @@ def _ensure_watcher(project: Project, settings) -> str:
 
 
 def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> str:
-    from rewind.hooks import tools
     if ev.kind == "session_start":
         return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
+    from rewind.hooks import tools      # (a SessionStart needs none of it)
     if ev.kind == "session_end":
         tools.close_windows(project, ev)
         with project.catalog.transaction():
