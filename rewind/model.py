@@ -128,3 +128,33 @@ class ScanState:
             return json.loads(self.last_stats) if self.last_stats else None
         except ValueError:
             return None
+
+
+try:
+    from _collections import _tuplegetter as _named    # namedtuple's own field getter, in C
+except ImportError:                                     # pragma: no cover - another Python
+    from operator import itemgetter as _itemgetter
+
+    def _named(index: int, doc: str):
+        return property(_itemgetter(index), doc=doc)
+
+
+class StatEntry(tuple):
+    """A stat-cache row: a path as the last scan saw it, `StatEntry((kind, size, mtime_ns,
+    ctime_ns, ino, mode, oid))`. The scan trusts it only when every field matches the path's
+    lstat; size -1 marks one that git's racy rule leaves suspect (read again next time).
+
+    A tuple subclass built from one tuple, read by name: a full scan loads 100,000 of them
+    from SQLite, and a dataclass, or a NamedTuple's Python `__new__`, costs a Python call
+    per row where this costs a copy."""
+    __slots__ = ()
+    kind = _named(0, "FILE, LINK or DIR (rewind.store.tree)")
+    size = _named(1, "bytes (a link: its target's); -1: suspect, read again")
+    mtime_ns = _named(2, "st_mtime_ns (0 for links and directories)")
+    ctime_ns = _named(3, "st_ctime_ns (0 for links and directories)")
+    ino = _named(4, "st_ino (0 for links and directories)")
+    mode = _named(5, "permission bits")
+    oid = _named(6, "the object id of its content (a directory: its tree)")
+
+    def __repr__(self) -> str:
+        return "StatEntry(kind={!r}, size={!r}, mtime_ns={!r}, ctime_ns={!r}, ino={!r}, mode={!r}, oid={!r})".format(*self)

@@ -18,10 +18,7 @@ TOP_LEVEL = {
     "rewind.__main__": 9,    # `python -m rewind`
 }
 UI_LIBRARIES = ("typer", "rich", "textual")
-# The one circle left: the fan-out workers drive scan.py's private walker, and scan.py calls
-# the fan-out back. It goes when the walker gets a public interface (issue 33, open); the test
-# fails as soon as it is gone, so that this line goes with it.
-KNOWN_CIRCLES = [["rewind.capture.fanout", "rewind.capture.scan"]]
+KNOWN_CIRCLES: list[list[str]] = []
 
 
 def _modules() -> dict[str, Path]:

@@ -5,14 +5,14 @@ compresses and stores every file. On threads in one process (pipeline.py) the wa
 per-file Python work and every GIL hand-off stay on one core: 100,000 files (1.7 GB) took
 13-15 s on 2 cores, and the walk's thread alone spent 6-7 s of CPU, its system calls slowed
 by the GIL convoy. Past FANOUT_FILES files the scan runs on worker processes instead
-(`python -m rewind.capture.fanout`, one a core, at most MAX_WORKERS):
+(fanout_worker.py, one a core, at most MAX_WORKERS):
 
 - The parent lists the directories first (names and d_type only, no stat: about 0.2 s for
   100,000 files) and cuts the tree into shares of about `files / (workers * SHARES_EACH)`
   files: a share is some entries of one directory (files, links, whole subdirectories
   small enough). Shares go out one at a time to whichever worker is free, so a slow share
   does not leave a core idle.
-- A worker scans its shares with scan.py's own `_Scanner` (the same rules for ignored,
+- A worker walks its shares with the scan's own `walker.Walker` (the same rules for ignored,
   special, unreadable, large, changing and hot files), one file after another and with no
   thread, into its own pack, which it makes durable before it says it is done. It stores
   file contents uncompressed (a "raw" pack, pack.RAW_SUFFIX): zstd was half the scan's
@@ -21,7 +21,7 @@ by the GIL convoy. Past FANOUT_FILES files the scan runs on worker processes ins
   scan is in; until then the store holds the tree's bytes as they are.
 - The parent puts the directories above the shares together and stores their trees.
 
-The result is the one `scan()` would give: the same trees, stats and stat cache rows. A
+The result is the one scan.scan() would give: the same trees, stats and stat cache rows. A
 worker that fails, dies or finds a directory changed kind since it was listed makes the
 whole scan run again on threads; the objects it stored are then referenced by nothing, for
 gc. Workers run while the caller holds the store lock (as every scan does), so no gc can
@@ -31,22 +31,17 @@ sweep their packs before the checkpoint refers to them.
 from __future__ import annotations
 
 import os
-import pickle
 import stat as S
-import sys
 
+from rewind.capture.fanout_worker import Failed, WorkerProcess
 from rewind.capture.ignore import IgnoreRules
+from rewind.capture.walker import OPEN_DIR, Walker
 from rewind.store.tree import DIR, Entry
 
 FANOUT_FILES = 5_000     # files listed: fewer are scanned on threads (two workers start in ~0.1 s)
 MAX_WORKERS = 4
 SHARES_EACH = 8          # shares per worker: small enough to balance, big enough to be cheap
 MIN_SHARE = 256
-_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class Failed(Exception):
-    """The workers could not do the scan: it runs on threads."""
 
 
 def workers() -> int:
@@ -55,6 +50,21 @@ def workers() -> int:
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
     return min(MAX_WORKERS, n)
+
+
+def scan_on_workers(root: str, walker: Walker, rfd: int, rules: IgnoreRules, progress=None,
+                    at_least: int | None = None) -> str | None:
+    """A first snapshot on worker processes: the root tree's id, with everything the workers
+    found in `walker`; None to scan on this process instead: fewer than 2 cores, fewer than
+    `at_least` files (None: FANOUT_FILES), or workers that could not finish (logged)."""
+    if workers() < 2:
+        return None
+    try:
+        return _fan_out(root, walker, rfd, rules, progress, FANOUT_FILES if at_least is None else at_least)
+    except Failed as e:
+        from rewind.log import log
+        log(f"scan {root}: {e}; scanning on threads instead")
+        return None
 
 
 # -- the parent ----------------------------------------------------------------------------
@@ -92,7 +102,7 @@ def _list(dfd: int, rel: str, root: str, rules: IgnoreRules) -> _Listed:
             continue
         try:
             mode = de.stat(follow_symlinks=False).st_mode
-            sub = os.open(name, _OPEN_DIR, dir_fd=dfd)
+            sub = os.open(name, OPEN_DIR, dir_fd=dfd)
         except OSError:
             continue
         try:
@@ -144,46 +154,9 @@ def _cut(node: _Listed, rel: str, size: int, shares: list[tuple[str, list[str], 
     return part
 
 
-class _Worker:
-    def __init__(self, rfd: int):
-        import subprocess
-        import rewind
-        env = dict(os.environ)
-        top = os.path.dirname(os.path.dirname(os.path.abspath(rewind.__file__)))
-        env["PYTHONPATH"] = top + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        # -P and cwd "/": never a module of the project being scanned (its own rewind/, say)
-        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "rewind.capture.fanout"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, cwd="/", close_fds=True, pass_fds=(rfd,))
-
-    def call(self, *msg):
-        try:
-            pickle.dump(msg, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self.proc.stdin.flush()
-            kind, value = pickle.load(self.proc.stdout)
-        except (OSError, EOFError, pickle.UnpicklingError, ValueError) as e:
-            raise Failed(f"a worker stopped answering ({e.__class__.__name__})") from None
-        if kind != "ok":
-            raise Failed(f"a worker failed: {value}")
-        return value
-
-    def close(self) -> None:
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(5)
-        except Exception:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=None,
-         at_least: int = FANOUT_FILES):
+def _fan_out(root: str, walker: Walker, rfd: int, rules: IgnoreRules, progress, at_least: int) -> str | None:
     """The full scan of `root` on workers: the root tree's id, with everything the
-    workers found merged into `scanner` (scan.py's, holding the store). None when the tree
+    workers found merged into `walker` (the parent's, holding the store). None when the tree
     is too small to be worth it. Raises Failed when the workers could not finish."""
     import threading
     listed = _list(rfd, "", root, rules)
@@ -198,10 +171,10 @@ def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=Non
     written: list[str] = []
     cond = threading.Condition()
     state = {"next": 0, "files": 0, "running": count}
-    setup = (root, rfd, scanner.store.home, scanner.fs_now_ns, scanner.max_size, frozenset(damaged))
+    setup = (root, rfd, walker.store.home, walker.fs_now_ns, walker.max_size, frozenset(walker.damaged))
     left = [len(shares)]          # shares not back yet: a worker flushes only once none is
 
-    def run(worker: _Worker) -> None:
+    def run(worker: WorkerProcess) -> None:
         try:
             worker.call("setup", *setup)
             while True:
@@ -236,7 +209,7 @@ def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=Non
     pool = []
     try:
         for _ in range(count):
-            pool.append(_Worker(rfd))
+            pool.append(WorkerProcess(rfd))
     except OSError as e:
         for w in pool:
             w.close()
@@ -264,14 +237,14 @@ def scan(root: str, scanner, rfd: int, rules: IgnoreRules, damaged, progress=Non
         for t in threads:
             t.join()
         if errors:
-            _remove(scanner.store.home, written)
+            _remove(walker.store.home, written)
     if errors:
         raise errors[0] if isinstance(errors[0], Failed) else Failed(str(errors[0]))
-    for res in results:
-        _merge(scanner, res)
-    scanner.workers = count
-    scanner.raw_packs = sorted(written)
-    return _assemble(top, results, scanner)
+    for found in results:
+        walker.absorb(found)
+    walker.workers = count
+    walker.raw_packs = sorted(written)
+    return _assemble(top, results, walker)
 
 
 def _remove(home: str, packs: list[str]) -> None:
@@ -285,124 +258,12 @@ def _remove(home: str, packs: list[str]) -> None:
             pass
 
 
-def _merge(scanner, res) -> None:
-    _, trees, stats, protected, hardlinks, upserts, mended, handed = res
-    for oid, data in handed:
-        scanner._put(data, oid)      # trees and link targets: zlib, in the parent's batch
-    scanner.trees.update(trees)
-    mine = scanner.stats
-    for name, value in vars(stats).items():
-        if isinstance(value, list):
-            getattr(mine, name).extend(value)
-        else:
-            setattr(mine, name, getattr(mine, name) + value)
-    scanner.protected |= protected
-    scanner.hardlinks |= hardlinks
-    scanner.upserts.update(upserts)
-    scanner.seen.update(upserts)
-    scanner.mended |= mended
-
-
-def _assemble(part: _Part, results: list, scanner) -> str:
+def _assemble(part: _Part, results: list, walker: Walker) -> str:
+    """The directories above the shares, put together from the shares' entries."""
     tree = {}
     for i in part.shares:
-        tree.update(results[i][0])
+        tree.update(results[i].tree)
     for name, sub in part.subs.items():
-        tree[name] = Entry(DIR, part.modes[name], _assemble(sub, results, scanner), 0)
-        scanner.stats.dirs += 1
-    return scanner._finish(tree, part.rel)
-
-
-# -- a worker ------------------------------------------------------------------------------
-
-def _open_dir(rfd: int, rel: str) -> int:
-    """The directory `rel` under the root, each step with O_NOFOLLOW: one swapped for a
-    link since the plan listed it fails the scan (it runs again on threads)."""
-    fd = os.dup(rfd)
-    for part in rel.split("/") if rel else ():
-        try:
-            sub = os.open(part, _OPEN_DIR, dir_fd=fd)
-        except OSError as e:
-            raise Failed(f"{rel}: {e.strerror or e} (changed since it was listed)") from None
-        finally:
-            os.close(fd)
-        fd = sub
-    return fd
-
-
-def _serve(inp, out) -> None:
-    from functools import partial
-    from rewind.capture.scan import _Dir, _Scanner
-    from rewind.store.objects import Store
-    store = None
-    rfd = -1
-    rules: dict[str, IgnoreRules] = {}
-
-    def rules_for(rel: str) -> IgnoreRules:
-        got = rules.get(rel)
-        if got is None:
-            if not rel:
-                got = IgnoreRules.for_root(root)
-            else:
-                parent = rel.rpartition("/")[0]
-                got = rules_for(parent).for_subdir(rel, os.path.join(root, rel))
-            rules[rel] = got
-        return got
-
-    while True:
-        try:
-            msg = pickle.load(inp)
-        except EOFError:
-            if store is not None:
-                store.discard()          # the parent gave up on the scan: nothing to keep
-            break
-        try:
-            if msg[0] == "setup":
-                root, rfd, home, fs_now_ns, max_size, damaged = msg[1:]   # rfd: the parent's, inherited
-                store = Store(home)
-                store.raw_packs = True
-                reply = None
-            elif msg[0] == "share":
-                rel, names = msg[1:]
-                dfd = _open_dir(rfd, rel)
-                try:
-                    sc = _Scanner(root, store, {}, fs_now_ns, max_size)
-                    sc.damaged = damaged
-                    sc.raw_bodies = True
-                    sc.handed = []
-                    node = _Dir({}, rel)
-                    rules_here = rules_for(rel)
-                    for name in names:
-                        sc._entry(dfd, rel, rules_here, node, name, partial(os.stat, name, dir_fd=dfd))
-                finally:
-                    os.close(dfd)
-                reply = (node.tree, sc.trees, sc.stats, sc.protected, sc.hardlinks, sc.upserts, sc.mended,
-                         sc.handed)
-            elif msg[0] == "flush":
-                store.flush()
-                reply = store.written
-            else:
-                raise ValueError(f"unknown request {msg[0]!r}")
-            answer = ("ok", reply)
-        except BaseException as e:
-            if store is not None:
-                store.discard()
-            answer = ("error", f"{e.__class__.__name__}: {e}")
-        try:
-            pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
-            out.flush()
-        except OSError:                  # the parent is gone
-            answer = ("error", None)
-            if store is not None:
-                store.discard()
-        if answer[0] != "ok":
-            break
-
-
-if __name__ == "__main__":
-    # the answers go out on a copy of stdout; whatever else prints goes to /dev/null
-    answers = os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.close(null)
-    _serve(sys.stdin.buffer, answers)
+        tree[name] = Entry(DIR, part.modes[name], _assemble(sub, results, walker), 0)
+        walker.stats.dirs += 1
+    return walker.finish_dir(tree, part.rel)

@@ -4,7 +4,7 @@ for a big scan (`Pipeline`).
 A full scan with many files to read (a first snapshot) reads, hashes and compresses them
 on READERS threads: the reads wait on the disk, and hashlib and zlib release the GIL on
 large buffers, so a second core does useful work. The walk stays on the scan's thread (see
-scan.py); each result is taken back there in submission order, so whatever it records
+walk_reads.py); each result is taken back there in submission order, so whatever it records
 (trees, stats, objects) comes out as a sequential scan would record it. At most AHEAD
 hand-offs or AHEAD_BYTES bytes are in flight, read or not yet taken back: memory stays
 bounded.
@@ -24,7 +24,7 @@ from rewind.store.objects import Store, digest_of, encode
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_TRIES = 3
 READERS = min(4, max(2, os.cpu_count() or 1))
-AHEAD = 32               # hand-offs in flight (scan.py hands up to 16 files at once: ~512 files)
+AHEAD = 32               # hand-offs in flight (walk_reads.py hands up to 16 files at once: ~512 files)
 AHEAD_BYTES = 16 << 20
 
 
@@ -38,7 +38,7 @@ def read_still(dfd: int, name: str, hot_since: int):
     before and after). One already under way when the read began does not: the kernel
     sets the times when write(2) starts, then copies the data, so a read alongside the
     copy can get a mix of old and new pages that the file never held at any instant.
-    A file written since `hot_since` (scan.HOT_NS before the scan) is therefore read
+    A file written since `hot_since` (walk_reads.HOT_NS before the scan) is therefore read
     twice: the same bytes and the same fstat both times means each page held that
     content from the end of the first read to the start of the second, so the bytes are
     the file as it was at one instant. Otherwise it is read again, and after _READ_TRIES

@@ -10,6 +10,7 @@ import time
 from rewind.capture.scan import ScanResult, scan
 from rewind.constants import COARSE_MTIME_NS, TMP_PREFIX
 from rewind.errors import CorruptObject
+from rewind.model import StatEntry
 from rewind.project import Project
 from rewind.store import tree as treemod
 from rewind.store.objects import Store
@@ -88,15 +89,15 @@ def project_clock(root: str, store: Store) -> int:
 class Hinted:
     """A stat cache with a restore's fresh entries on top."""
 
-    def __init__(self, base, hints: dict[str, tuple]):
+    def __init__(self, base, hints: dict[str, StatEntry]):
         self.base, self.hints = base, hints
 
-    def get(self, key: str):
+    def get(self, key: str) -> StatEntry | None:
         hint = self.hints.get(key)
         return hint if hint is not None else self.base.get(key)
 
 
-def keep_hints(result: ScanResult, load, hints: dict[str, tuple]) -> None:
+def keep_hints(result: ScanResult, load, hints: dict[str, StatEntry]) -> None:
     """The hints the scan used (the file is in the tree with the hinted content and was not
     read again) become the stat cache's rows."""
     def get(oid: str):
@@ -110,7 +111,7 @@ def keep_hints(result: ScanResult, load, hints: dict[str, tuple]) -> None:
             e = tree.get(part)
             tree = get(e.oid) if e is not None and e.kind == DIR else {}
         e = tree.get(parts[-1])
-        if e is not None and e.kind == FILE and e.oid == hint[6]:
+        if e is not None and e.kind == FILE and e.oid == hint.oid:
             result.cache_upserts[path] = hint
 
 

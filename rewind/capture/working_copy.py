@@ -44,7 +44,7 @@ from rewind.capture.snapshot import Hinted, TreeLoader, binary_in, examined_by, 
 from rewind.clock import iso, now_ns
 from rewind.errors import CorruptObject
 from rewind.lock import LOCK_TIMEOUT_S, project_lock
-from rewind.model import ChangeRow, Checkpoint, ScanState, Source
+from rewind.model import ChangeRow, Checkpoint, ScanState, Source, StatEntry
 from rewind.project import Project, git_state
 from rewind.retention import enforce
 from rewind.store.treediff import change_rows, diff_trees
@@ -56,7 +56,7 @@ class Scan:
     """What to read of the tree (see the module docstring)."""
     mode: str                               # auto | full | baseline | written | nothing
     written: dict[str, str] | None = None   # written: path -> "m" | "c", as the watcher's events
-    hints: dict[str, tuple] | None = None   # written: stat-cache rows of the files written
+    hints: dict[str, StatEntry] | None = None   # written: stat-cache rows of the files written
     by: Source | None = None                # written: every change's source
     progress: object = None                 # a callable ticked per file (full scans)
     source: object = None                   # a DirtySource; None: the watcher's rows
@@ -75,7 +75,7 @@ class Scan:
         return cls("baseline", source=source)
 
     @classmethod
-    def written(cls, paths: dict[str, str], hints: dict[str, tuple] | None = None,
+    def written(cls, paths: dict[str, str], hints: dict[str, StatEntry] | None = None,
                 by: Source | None = None) -> "Scan":
         return cls("written", written=paths, hints=hints, by=by)
 
@@ -157,7 +157,7 @@ class WorkingCopy:
             if plan.quick:
                 cache = catalog.statcache_lookup(project.id)
                 if hints:
-                    hints = {p: h for p, h in hints.items() if h[2] < fs_now}   # git's racy rule
+                    hints = {p: h for p, h in hints.items() if h.mtime_ns < fs_now}   # git's racy rule
                     cache = Hinted(cache, hints)
                 try:
                     result = scan_dirty(project.root, store, cache, fs_now, last_tree, load, plan.dirty)

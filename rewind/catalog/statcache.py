@@ -7,21 +7,31 @@ from __future__ import annotations
 import os
 import sys
 
-from rewind.model import ScanState
+from rewind.model import ScanState, StatEntry
 
 
 class StatCacheMixin:
     # -- stat cache --------------------------------------------------------------------
-    def load_statcache(self, project_id: int) -> dict[str, tuple]:
+    def load_statcache(self, project_id: int) -> dict[str, StatEntry]:
+        # 100,000 rows make 200,000 objects the cyclic collector walks again and again while
+        # they are made, and none can be part of a cycle: it waits. CPU time for 100,000 rows
+        # (2 shared cores): 283-285 ms paused, 326-366 ms running; plain tuples, running: 282-296 ms
+        import gc
         enc = sys.getfilesystemencoding()      # os.fsdecode, without a Python call per row
-        return {r[0].decode(enc, "surrogateescape"): r[1:] for r in self.db.execute(
-            "SELECT path, kind, size, mtime_ns, ctime_ns, ino, mode, oid FROM statcache "
-            "WHERE project_id=?", (project_id,))}
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return {r[0].decode(enc, "surrogateescape"): StatEntry(r[1:]) for r in self.db.execute(
+                "SELECT path, kind, size, mtime_ns, ctime_ns, ino, mode, oid FROM statcache "
+                "WHERE project_id=?", (project_id,))}
+        finally:
+            if paused:
+                gc.enable()
 
     def statcache_lookup(self, project_id: int) -> "_LazyCache":
         return _LazyCache(self.db, project_id)
 
-    def update_statcache(self, project_id: int, upserts: dict[str, tuple], removed: set[str],
+    def update_statcache(self, project_id: int, upserts: dict[str, StatEntry], removed: set[str],
                          removed_prefixes: set[str] = frozenset()) -> None:
         for prefix in removed_prefixes:
             lo = os.fsencode(prefix)
@@ -81,11 +91,11 @@ class _LazyCache:
     def __init__(self, db, project_id: int):
         self.db, self.project_id, self.memo = db, project_id, {}
 
-    def get(self, key: str):
+    def get(self, key: str) -> StatEntry | None:
         if key not in self.memo:
             row = self.db.execute("SELECT kind, size, mtime_ns, ctime_ns, ino, mode, oid FROM statcache "
                                   "WHERE project_id=? AND path=?", (self.project_id, os.fsencode(key))).fetchone()
-            self.memo[key] = tuple(row) if row else None
+            self.memo[key] = StatEntry(row) if row else None
         return self.memo[key]
 
     def __iter__(self):

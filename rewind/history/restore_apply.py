@@ -19,6 +19,7 @@ from rewind.constants import COARSE_MTIME_NS, JOURNAL_DIR, TMP_PREFIX
 from rewind.errors import RewindError, UnsafePath
 from rewind.fsutil import read_fd, write_all
 from rewind.history.restore_plan import LeftAlone, Op, RestorePlan
+from rewind.model import StatEntry
 from rewind.project import Project
 from rewind.store.objects import digest_of
 from rewind.store.tree import DIR, FILE, LINK
@@ -87,7 +88,7 @@ def _chmod(pfd: int, name: str, mode: int) -> None:
         os.close(fd)
 
 
-def _note_written(written: dict, op: Op, name: str, pfd: int, mine: os.stat_result) -> None:
+def _note_written(written: dict[str, StatEntry], op: Op, name: str, pfd: int, mine: os.stat_result) -> None:
     """The stat-cache entry of a file just written, if it is still the file written (same
     inode, size and mtime; the rename changed only its ctime, read here)."""
     try:
@@ -96,8 +97,8 @@ def _note_written(written: dict, op: Op, name: str, pfd: int, mine: os.stat_resu
         return
     if S.S_ISREG(st.st_mode) and (st.st_ino, st.st_size, st.st_mtime_ns) == (mine.st_ino, mine.st_size,
                                                                            mine.st_mtime_ns):
-        written[op.path] = (FILE, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-                            S.S_IMODE(st.st_mode), op.entry.oid)
+        written[op.path] = StatEntry((FILE, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                                      S.S_IMODE(st.st_mode), op.entry.oid))
 
 
 @dataclass(frozen=True)
@@ -130,12 +131,12 @@ def expectations(project: Project, plan: RestorePlan, scan_ns: int,
             out[op.path] = None
         elif c.kind == FILE:
             row = cache.get(op.path)
-            if row is None or row[0] != FILE or row[6] != c.oid:
+            if row is None or row.kind != FILE or row.oid != c.oid:
                 out[op.path] = Expectation(FILE, c.oid, reread=True)
             else:
-                out[op.path] = Expectation(FILE, c.oid, ino=row[4], size=row[1], mtime_ns=row[2],
-                                           ctime_ns=None if op.path in hardlinks else row[3],
-                                           reread=row[1] < 0 or row[2] >= scan_ns - COARSE_MTIME_NS)
+                out[op.path] = Expectation(FILE, c.oid, ino=row.ino, size=row.size, mtime_ns=row.mtime_ns,
+                                           ctime_ns=None if op.path in hardlinks else row.ctime_ns,
+                                           reread=row.size < 0 or row.mtime_ns >= scan_ns - COARSE_MTIME_NS)
         elif c.kind == LINK:
             out[op.path] = Expectation(LINK, c.oid)
         else:
@@ -182,7 +183,7 @@ def _changed(pfd: int, name: str, exp: Expectation | None) -> str | None:
 
 
 def apply_plan(project: Project, plan: RestorePlan, data: dict[str, bytes], tag: str, progress=None,
-               written: dict[str, tuple] | None = None,
+               written: dict[str, StatEntry] | None = None,
                expect: dict[str, Expectation | None] | None = None) -> int:
     """Apply the plan's operations; `written` gets, for each file written, the stat-cache
     entry of what was written (the scan after the restore then need not read it back).

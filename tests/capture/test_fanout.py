@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from rewind.capture import fanout
+from rewind.capture import fanout, fanout_worker
 from rewind.capture.scan import scan
 from rewind.errors import CorruptObject
 from rewind.log import log_path
@@ -121,7 +121,7 @@ def _log() -> str:
 
 def test_a_worker_killed_mid_scan_hands_the_scan_to_threads(tmp_path, monkeypatch):
     root = tree_of(tmp_path)
-    call = fanout._Worker.call
+    call = fanout_worker.WorkerProcess.call
     killed = []
 
     def call_then_die(self, *msg):
@@ -130,7 +130,7 @@ def test_a_worker_killed_mid_scan_hands_the_scan_to_threads(tmp_path, monkeypatc
             self.proc.wait()
             killed.append(self.proc.pid)
         return call(self, *msg)
-    monkeypatch.setattr(fanout._Worker, "call", call_then_die)
+    monkeypatch.setattr(fanout_worker.WorkerProcess, "call", call_then_die)
     got, store = fanned(root, tmp_path / "fan", max_size=LIMIT)
     assert killed and got.workers == 0
     same_as_sequential(root, tmp_path, got, store)
