@@ -113,5 +113,7 @@ def _tidy_params(cmd) -> None:
             param._rich_display_name = types.MethodType(lambda self, shown=shown: shown, param)
         elif param.name in METAVARS and not getattr(param, "is_flag", False):
             param.metavar = METAVARS[param.name]
-            if hasattr(param, "_get_number_range_help_str"):
+            if hasattr(param, "_get_number_range_help_str"):            # typer >= 0.29
                 param._get_number_range_help_str = types.MethodType(lambda self: None, param)
+            if hasattr(getattr(param, "type", None), "_describe_range"):  # typer < 0.29, click
+                param.type._describe_range = types.MethodType(lambda self: "", param.type)
