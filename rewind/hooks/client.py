@@ -22,6 +22,10 @@ not all idempotent (a prompt twice makes two checkpoints of the same tree, a Pre
 twice opens two windows of which the Post closes one; the other is closed at the next
 prompt), but a duplicate costs a redundant row, where a lost prompt would cost its undo
 point: the lesser harm.
+
+One module past the house's ~350 lines on purpose: every hook call loads it before anything
+else, served or not, and each module more is one more import on every call (0.17 ms under
+`python -S`, against a served hook's whole cost of a few ms).
 """
 
 import posix      # what `os` is built on, loaded at start-up: `import os` costs a -S hook 2.5 ms
