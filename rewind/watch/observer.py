@@ -43,10 +43,40 @@ class Rules:
 
 def observer_classes():
     """watchdog's inotify observer with a watch group that skips ignored directories and
-    symlinks, and reports a reached watch limit and queue overflows instead of hiding them."""
+    symlinks, and reports a reached watch limit and queue overflows instead of hiding them.
+
+    It leans on three of watchdog's overridable methods, the same from 7.1.0 on: the group's
+    `_add_all_callbacks` (which directories get a watch: ours skips the ignored ones) and
+    `_add_callback` (one watch), and the inotify reader's `add_callback`, the one call that
+    adds a watch (where a reached limit shows, and the live watches are counted). Where
+    watchdog keeps which watch is which path is its own business: 7.1.1 replaced its two
+    dicts with a tree, and a group that wrote into the dicts got no events at all."""
     from watchdog.observers.api import BaseObserver
     from watchdog.observers.inotify import InotifyFullEmitter, InotifyWatchGroup
     from watchdog.observers.inotify_c import InotifyFD
+
+    class Reader(InotifyFD):
+        """The inotify instance: says when a watch could not be added for want of watches or
+        instances, and counts the watches it holds."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.live: set = set()
+
+        def add_callback(self, path, mask, callback, id_):
+            try:
+                wd = super().add_callback(path, mask, callback, id_)
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EMFILE) and Group.owner is not None:
+                    Group.owner.lost("limit")
+                raise
+            self.live.add(wd)
+            return wd
+
+        def remove_callbacks(self, callbacks) -> None:
+            super().remove_callbacks(callbacks)
+            for wd, _ in callbacks:
+                self.live.discard(wd)
 
     class Group(InotifyWatchGroup):
         owner = None                     # the Watcher (daemon.py) its events go to
@@ -69,14 +99,16 @@ def observer_classes():
 
         def _add_callback(self, path: bytes) -> None:
             try:
-                wd = self._inotify_fd.add_callback(path, self.event_mask, self._callback, self._id)
-                self._active_callbacks_by_path[path] = wd
-                self._active_callbacks_by_watch[wd] = path
-            except OSError as e:
-                if e.errno == errno.ENOSPC and Group.owner is not None:
-                    Group.owner.lost("limit")
+                super()._add_callback(path)
+            except OSError:
                 if path == self.path:
                     raise
+                # a directory gone meanwhile, or past the limit (the reader said so): the
+                # rest of the tree is watched all the same
+
+        def on_watch_deleted(self, wd) -> None:
+            self._inotify_fd.live.discard(wd)
+            super().on_watch_deleted(wd)
 
         def on_queue_overflow(self) -> None:
             if Group.owner is not None:
@@ -85,7 +117,7 @@ def observer_classes():
 
         @property
         def watched(self) -> int:
-            return len(self._active_callbacks_by_path)
+            return len(self._inotify_fd.live)
 
     class Emitter(InotifyFullEmitter):
         def on_thread_start(self) -> None:
@@ -95,7 +127,7 @@ def observer_classes():
 
     class Observer(BaseObserver):
         def __init__(self) -> None:
-            self._inotify_fd = InotifyFD()
+            self._inotify_fd = Reader()
             self._inotify_fd.start()
             super().__init__(Emitter, timeout=0.2, inotify_fd=self._inotify_fd)
 

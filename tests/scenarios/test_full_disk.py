@@ -105,12 +105,16 @@ def test_prompts_a_full_data_disk_kept_from_the_catalog_are_named_once_there_is_
 
     os.unlink(small_home / "filler")
     # Every prompt is a checkpoint or named as lost, never neither. Without the watcher both
-    # are lost; with it, the first is (the watcher serves it, and fails), and the second
-    # may find room: a watcher that dies of the full disk gives back its -wal and -shm.
+    # are lost. With it, which of them finds room depends on when the watcher dies of the
+    # full disk and gives back its -wal and -shm, so either may be recorded (seen under load).
     recorded = {cp.get("prompt") for cp in json.loads(run_rewind("list", "--json", cwd=root, env=env,
                                                                   check=0).stdout)}
     missing = [t for t in lost if t not in recorded]
-    assert missing[:1] == lost[:1] and (watch == "1" or missing == lost), (missing, recorded)
+    assert watch == "1" or missing == lost, (missing, recorded)
+    if not missing:                                         # the watcher died early: both found room
+        listed = run_rewind("list", cwd=root, env=env, check=0)
+        assert "were not recorded" not in listed.stderr, listed.stderr
+        return
     words = {lost[0]: "refactor the parser into three modules please and…", lost[1]: "now add the frobnicator flag"}
     n = len(missing)
     listed = run_rewind("list", cwd=root, env=env, check=0)
