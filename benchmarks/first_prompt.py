@@ -5,7 +5,7 @@ later prompt, and whether each has its checkpoint.
     python benchmarks/first_prompt.py [--files 100000] [--delay 10] [--later 3]
         [--rewind PYTHON ...] [--modes resume,stream] [--keep]
 
-The case of issue 18: a person opens Claude Code in a freshly cloned big project and types a
+The case: a person opens Claude Code in a freshly cloned big project and types a
 first prompt 10 s later. The store is empty (no `rewind save`): the watcher that SessionStart
 starts takes the first snapshot, and the first prompts come while it runs. Run per install
 and mode, one after the other (each its own project and REWIND_HOME, never two at once):

@@ -1,5 +1,6 @@
 """Values every layer shares: a checkpoint as the catalog holds it, one change under it, who
-made it (`Source`), and the tree as last scanned (`ScanState`).
+made it (`Source`), the tree as last scanned (`ScanState`), and the other rows the catalog
+returns and the stages above read by name (`WatcherRow`, `WatchEvent`, ...).
 
 Plain records (`rewind.structs`, cheap enough for the hook path); the catalog reads and
 writes them, capture and history build and consume them, the CLI renders them.
@@ -7,7 +8,8 @@ writes them, capture and history build and consume them, the CLI renders them.
 
 from __future__ import annotations
 
-from rewind.structs import dataclass, field
+from rewind.structs import dataclass, field, record
+from rewind.structs import named_field as _named
 
 
 @dataclass
@@ -130,13 +132,58 @@ class ScanState:
             return None
 
 
-try:
-    from _collections import _tuplegetter as _named    # namedtuple's own field getter, in C
-except ImportError:                                     # pragma: no cover - another Python
-    from operator import itemgetter as _itemgetter
+# Rows the catalog returns and the others read by name: `record` types (structs.py), which
+# cost a hook a tenth of what collections.namedtuple's do, and the catalog builds with
+# `_make` straight from the cursor (one per watcher event: thousands at a prompt).
 
-    def _named(index: int, doc: str):
-        return property(_itemgetter(index), doc=doc)
+WatcherRow = record("WatcherRow", "project_id pid started_ns ready_ns heartbeat_ns dirs events overflow_ns "
+                                  "limit_hit background stopped_ns stop_reason baseline_ns", """\
+The project's watcher (catalog/watch.py): its pid, when it started, was ready (its watches
+in and its first scan begun: None while it starts) and last beat; how many directories it
+watches and events it wrote; when its queue last overflowed; whether it hit the inotify
+watch limit; whether it runs in the background; when and why it stopped (None: it has not
+said); when its first scan began (`baseline_ns`, None once it is in).""")
+
+ShellWindow = record("ShellWindow", "id agent_pid pid_mark hook_pids", """\
+A shell window as the watcher's pid account takes it (capture/procs.py): its id, the
+agent's pid, the highest pid when the command started, the opening hook's pids ("PID,PID").""")
+
+CheckpointAge = record("CheckpointAge", "number created_ns kind restore_target hidden_ns by_agent hidden_why", """\
+A checkpoint as retention weighs it (retention.py; the catalog's are newest first): hidden
+ones too (`hidden_ns`, `hidden_why`: since when, and why); `by_agent`: a save run from an
+agent's tool (cli/cmd_save.py).""", defaults=(None, False, None))
+
+RestoreRow = record("RestoreRow", "id target safety paths", """\
+A rewind as the catalog records it: the checkpoint it restored (`target`), its safety
+checkpoint, the paths its plan touched (None: not recorded).""")
+
+WatchEvent = record("WatchEvent", "path kind ts writer", """\
+One of the watcher's events: a path changed ("m"), created or moved in ("c"), or an anchor
+(capture/dirty.py), at `ts` (wall ns); `writer`: the shell windows that could have made it
+("w:ID,ID"), None for none.""")
+
+SeqEvent = record("SeqEvent", "seq path kind ts writer", """\
+A `WatchEvent` with its place in the watcher's stream (`seq`).""")
+
+PathEvent = record("PathEvent", "kind ts writer", """\
+A path's event as a scan's attribution reads it (path -> PathEvent): "c" once any of its
+events was, and the time and writer of the latest.""")
+
+SessionProject = record("SessionProject", "project_id first_cwd", """\
+The project an agent's session belongs to, known from its first event, and the cwd of that
+event.""")
+
+HiddenCheckpoint = record("HiddenCheckpoint", "number hidden_ns hidden_why", """\
+A checkpoint retention took out of the listings but not yet out of the store: since when,
+and why.""")
+
+CheckpointTree = record("CheckpointTree", "project_id number tree", """\
+A checkpoint's tree, as what keeps objects alive (catalog `roots`, history/gc.py).""")
+
+PendingEdit = record("PendingEdit", "path kind mode oid size tool session_id ts", """\
+What an edit tool found at its target before it wrote, while a checkpoint was pending
+(capture/pending.py): the entry's kind ("-": no file, "?": not known; "!": a shell command
+ran, `tool` its command), mode, object id and size, by whom, when.""")
 
 
 class StatEntry(tuple):

@@ -25,13 +25,11 @@ Rules, newest first:
 from __future__ import annotations
 
 import json
-from collections import namedtuple
 
 from rewind.config import Settings
+from rewind.model import CheckpointAge
 from rewind.structs import dataclass
 
-CheckpointAge = namedtuple("CheckpointAge", "number created_ns kind restore_target hidden_ns by_agent",
-                           defaults=(None, False))
 CONFIRM_NS = 86400 * 10**9        # an expiry must hold this long before gc deletes
 
 
@@ -104,9 +102,8 @@ def enforce(catalog, project_id: int, settings: Settings, now_ns: int, dry_run: 
     """Apply the policy (inside the caller's transaction, or its own): drop, hide, or show
     again what the clock no longer expires. Returns what changes: the verdicts that drop,
     newly hide or show again (and one numbered 0 when the applied settings move on)."""
-    rows = catalog.retention_rows(project_id)
-    ages = [CheckpointAge(*r[:5], bool(r[6])) for r in rows]
-    was_hidden = {r[0]: r[4] for r in rows if r[4] is not None}
+    ages = catalog.retention_rows(project_id)
+    was_hidden = {a.number: a.hidden_ns for a in ages if a.hidden_ns is not None}
     applied = _applied(catalog, project_id)
     verdicts = decide(ages, now_ns, settings.ring_size, settings.retention_ns, applied, confirm, apply_shortened)
     dropped = [v for v in verdicts if not v.keep and not v.hide]

@@ -23,7 +23,7 @@ import os
 import signal
 import time
 
-from rewind.constants import STALL_S, STILL_S
+from rewind.constants import STILL_S
 
 GONE_S = 2.0             # a SIGKILLed process is gone within this (it cannot refuse)
 

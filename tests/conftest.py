@@ -59,6 +59,15 @@ def _serial(request, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
+def _real_script_end_to_end(request, monkeypatch):
+    """End-to-end tests run the installed console script for every command; the others may
+    fork theirs from a warm interpreter (tests/zygote.py)."""
+    if "tests/scenarios/" in request.node.nodeid or request.node.get_closest_marker("e2e"):
+        import helpers
+        monkeypatch.setattr(helpers, "WARM", False)
+
+
+@pytest.fixture(autouse=True)
 def _isolate(tmp_path_factory, monkeypatch, _serial):
     base = tmp_path_factory.mktemp("env")
     home = base / "home"

@@ -49,13 +49,24 @@ def no_cli(agent: str) -> str:
     return f"{name} not installed: run scripts/install-agents (or set {var})"
 
 
+# Outside the end-to-end tests (conftest.py turns this off for tests/scenarios/), run_rewind
+# forks its commands from a warm interpreter (tests/zygote.py); REWIND_TEST_EXEC=1 runs the
+# real script for every command instead.
+WARM = os.environ.get("REWIND_TEST_EXEC") != "1"
+
+
 def run_rewind(*args, cwd=None, input=None, env=None, check=None):
-    """Run the installed `rewind` script; returns the CompletedProcess (text mode)."""
+    """Run `rewind ARGS` as its own process; returns the CompletedProcess (text mode)."""
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    proc = subprocess.run([*REWIND, *map(str, args)], cwd=cwd, input=input, env=full_env,
-                          capture_output=True, text=True, timeout=120)
+    argv = [*REWIND, *map(str, args)]
+    import zygote_client
+    if WARM and zygote_client.may_serve(full_env):
+        proc = zygote_client.run_warm(argv, argv[len(REWIND):], cwd=cwd, input=input, env=full_env, timeout=120)
+    else:
+        proc = subprocess.run(argv, cwd=cwd, input=input, env=full_env, capture_output=True, text=True,
+                              timeout=120)
     if check is not None:
         assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr)
     return proc
@@ -191,8 +202,8 @@ def rewritten_in_place(path, a: bytes, b: bytes):
 
 
 def state(root) -> tuple[dict | None, dict]:
-    """The project's watcher row (None: never ran) and its scan state (the `ScanState`'s
-    fields by name)."""
+    """The project's watcher row (None: never ran) and its scan state (the `WatcherRow`'s and
+    the `ScanState`'s fields by name)."""
     from rewind.catalog.db import Catalog
     cat = Catalog(os.environ["REWIND_HOME"])
     try:
@@ -200,7 +211,8 @@ def state(root) -> tuple[dict | None, dict]:
         if not pid:
             return None, {}
         st = cat.scan_state(pid)
-        return cat.watcher(pid), {name: getattr(st, name) for name in st._fields}
+        row = cat.watcher(pid)
+        return (row._asdict() if row else None), {name: getattr(st, name) for name in st._fields}
     finally:
         cat.close()
 

@@ -16,7 +16,7 @@ A change's source is a `Source` (model.py); the windows are the catalog's `ToolW
 
 from __future__ import annotations
 
-from rewind.model import ChangeRow, Checkpoint, Source, ToolWindow
+from rewind.model import ChangeRow, Checkpoint, PathEvent, Source, ToolWindow
 from rewind.project import Project
 
 
@@ -49,18 +49,18 @@ def default_source(project: Project, windows: list[ToolWindow], since_ns: int,
     return shell if shell is not None else outside(project)
 
 
-def event_of(events: dict[str, tuple], path: str) -> tuple[int, str | None] | None:
+def event_of(events: dict[str, PathEvent], path: str) -> PathEvent | None:
     """When the watcher saw `path` change (and which shell windows could explain it): its
-    own latest event, else the nearest ancestor created or moved in (a directory moved as a
-    whole reports no event for its contents)."""
+    own latest event, else the nearest ancestor's created or moved in (a directory moved as
+    a whole reports no event for its contents)."""
     own = events.get(path)
     if own is not None:
-        return own[1], own[2]
+        return own
     while path:
         path = path.rpartition("/")[0]
         e = events.get(path)
-        if e is not None and e[0] == "c":
-            return e[1], e[2]
+        if e is not None and e.kind == "c":
+            return e
     return None
 
 
@@ -91,7 +91,7 @@ def source_at(windows: list[ToolWindow], row: ChangeRow, ts: int, writer: str | 
 
 def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
                       forced: Source | None = None,
-                      events: dict[str, tuple] | None = None, since_start: int | None = None) -> None:
+                      events: dict[str, PathEvent] | None = None, since_start: int | None = None) -> None:
     """Give each change of one segment its source (see the module docstring): `forced`, the
     one source of every change (a restore's), else from the tool windows; with the
     watcher's `events`, each change is placed in time against them."""
@@ -110,7 +110,7 @@ def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
         source = default
         seen = event_of(events, r.path) if events is not None else None
         if seen is not None:
-            source = source_at(windows, r, seen[0], seen[1], anyone)
+            source = source_at(windows, r, seen.ts, seen.writer, anyone)
         else:
             for w in reversed(edits.get(r.path, [])):
                 if w.closed_ns is None or w.post_oid == (r.new_oid or ""):
@@ -156,7 +156,7 @@ def fallback_rewind(project: Project, cp: Checkpoint, rows: list[ChangeRow]) -> 
     made = project.catalog.restore_made(project.id, cp.number)
     if made is None:
         return
-    restored = set(made[1] or [])
+    restored = set(made.paths or [])
     for row in rows:
         if row.source == "unknown" and (row.path in restored
                                         or any(row.path.startswith(p + "/") for p in restored)):

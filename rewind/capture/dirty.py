@@ -12,7 +12,7 @@ from rewind import clock
 from rewind.capture.ignore import GIT_EXCLUDE, exclude_signature
 from rewind.constants import COOKIE_PREFIX, HEARTBEAT_STALE_S
 from rewind.lock import try_lock
-from rewind.model import ScanState
+from rewind.model import PathEvent, ScanState, WatcherRow
 from rewind.project import Project
 from rewind.structs import dataclass
 
@@ -27,7 +27,7 @@ class ScanPlan:
     reason: str | None                   # why the whole tree although a watcher was expected
     dirty: dict[str, str]                # path -> "m" | "c"
     upto: int                            # watcher events consumed up to this seq
-    events: dict[str, tuple[str, int, str | None]] | None   # path -> (kind, time, writer)
+    events: dict[str, PathEvent] | None  # path -> its event, for the attribution
 
 
 # In the watcher's own process (the hooks it serves, its first scan) a cookie is answered in
@@ -82,7 +82,7 @@ def put_marker(project: Project, what: str) -> None:
     that cannot be written makes the next scan a full one (attribution at hook
     granularity, which needs no marker)."""
     row = project.catalog.watcher(project.id)
-    if row is None or row["stopped_ns"] is not None:
+    if row is None or row.stopped_ns is not None:
         return
     path = os.path.join(project.root, f"{COOKIE_PREFIX}{what}-{os.getpid()}-{time.monotonic_ns()}")
     try:
@@ -117,11 +117,13 @@ class FullUpto:
 
 class Fixed:
     """A dirty set given outright (`path -> "m" | "c"`, with the watcher's `events` if any,
-    `path -> (kind, time, writer)`): incremental scans and attribution on a set the caller
-    chose, without an inotify thread. The watcher's rows are left for the next scan."""
+    `path -> (kind, time, writer)`, a `PathEvent` or its fields): incremental scans and
+    attribution on a set the caller chose, without an inotify thread. The watcher's rows
+    are left for the next scan."""
 
     def __init__(self, dirty: dict[str, str], events: dict[str, tuple] | None = None):
-        self.dirty, self.events = dirty, events
+        self.dirty = dirty
+        self.events = {p: PathEvent._make(e) for p, e in events.items()} if events is not None else None
 
     def plan(self, project: Project, state: ScanState) -> ScanPlan:
         if not state.last_tree:
@@ -137,7 +139,7 @@ class WatcherRows:
         """Inside the project lock: how the next scan goes."""
         cat = project.catalog
         row = cat.watcher(project.id)
-        if row is None or row["stopped_ns"] is not None or os.environ.get("REWIND_WATCH") == "0":
+        if row is None or row.stopped_ns is not None or os.environ.get("REWIND_WATCH") == "0":
             return FULL.plan(project, state)
 
         def full(reason: str) -> ScanPlan:
@@ -147,7 +149,7 @@ class WatcherRows:
         if why is None and running(project.home, cat, project.id) is None:
             why = "the watcher is not running"
         if why == STARTING or (why is None and (
-                not state.last_tree or (state.scan_start_ns or 0) < row["ready_ns"])):
+                not state.last_tree or (state.scan_start_ns or 0) < row.ready_ns)):
             # warming up: this full scan is the base the watcher's events build on (no fallback)
             return ScanPlan(False, None, {}, cat.last_event_seq(project.id), None)
         if why is not None:
@@ -165,17 +167,19 @@ class WatcherRows:
         # a file with other links can be written through a name outside the project, which the
         # watcher never sees: each is looked at again, every time
         dirty: dict[str, str] = {p: "m" for p in last.get("hardlinks", [])}
-        events: dict[str, tuple[str, int, str | None]] = {}
-        for path, kind, ts, writer in cat.events(project.id, state.consumed_seq or 0, upto):
-            if kind == ANCHOR:
+        events: dict[str, PathEvent] = {}
+        make = PathEvent._make
+        for e in cat.events(project.id, state.consumed_seq or 0, upto):
+            path = e.path
+            if e.kind == ANCHOR:
                 reason = ("events were lost (inotify queue overflow or watch limit)" if path == ""
                           else "a shell window's marker could not be written" if path == "\0marker"
                           else f"{GIT_EXCLUDE} changed" if path == GIT_EXCLUDE
                           else f"an ignore file changed ({path})")
                 return ScanPlan(False, reason, {}, upto, None)
-            if kind == "c" or path not in dirty:
-                dirty[path] = kind
-            events[path] = (dirty[path], ts, writer)
+            if e.kind == "c" or path not in dirty:
+                dirty[path] = e.kind
+            events[path] = make((dirty[path], e.ts, e.writer))
         return ScanPlan(True, None, dirty, upto, events)
 
 
@@ -218,10 +222,10 @@ def lock_name(project_id: int) -> str:
     return f"watch-{project_id}.lock"
 
 
-def running(home: str, catalog, project_id: int) -> dict | None:
+def running(home: str, catalog, project_id: int) -> WatcherRow | None:
     """The live watcher's row, or None. Alive = its lock is held and its heartbeat is fresh."""
     row = catalog.watcher(project_id)
-    if row is None or row["stopped_ns"] is not None:
+    if row is None or row.stopped_ns is not None:
         return None
     fd = try_lock(home, lock_name(project_id))
     if fd is not None:
@@ -230,16 +234,16 @@ def running(home: str, catalog, project_id: int) -> dict | None:
     return row
 
 
-def healthy(row: dict | None) -> str | None:
+def healthy(row: WatcherRow | None) -> str | None:
     """None if the watcher's word can be taken, else why not."""
     if row is None:
         return "no watcher"
-    if row["stopped_ns"] is not None:
-        return f"the watcher stopped ({row['stop_reason']})"
-    if clock.wall_ns() - row["heartbeat_ns"] > HEARTBEAT_STALE_S * 1e9:
+    if row.stopped_ns is not None:
+        return f"the watcher stopped ({row.stop_reason})"
+    if clock.wall_ns() - row.heartbeat_ns > HEARTBEAT_STALE_S * 1e9:
         return "the watcher's heartbeat is stale"
-    if row["ready_ns"] is None:
+    if row.ready_ns is None:
         return STARTING
-    if row["limit_hit"]:
+    if row.limit_hit:
         return "the inotify watch limit was reached"
     return None

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from rewind import clock
 from rewind.clock import iso, now_ns
 from rewind.lock import LOCK_TIMEOUT_S
-from rewind.model import Checkpoint
+from rewind.model import Checkpoint, PathEvent, PendingEdit, SeqEvent
 from rewind.project import Project, git_state
 
 SETTLE_POLL_S = 0.2
@@ -165,7 +165,8 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
     catalog, store = project.catalog, project.store
     stopped_ns = None
     if by == "hook":
-        stopped_ns = (catalog.watcher(project.id) or {}).get("heartbeat_ns")
+        row = catalog.watcher(project.id)
+        stopped_ns = row.heartbeat_ns if row else None
         catalog.clear_baseline(project.id)      # first: no prompt goes pending on a dead watcher's word
     if not catalog.has_pending(project.id):
         return []
@@ -180,24 +181,24 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
     raw_edits = catalog.pending_edits(project.id)
     upto = scanned.plan.upto
     load, now_root = scanned.load, scanned.result.root
-    events: dict[str, list] = {}
+    events: dict[str, list[SeqEvent]] = {}
     lost = False
     rules_changed_ns = []
-    for seq, path, kind, ts, writer in raw_events:
-        if kind == dirtymod.ANCHOR:
-            if path in ("", "\0marker"):
+    for e in raw_events:
+        if e.kind == dirtymod.ANCHOR:
+            if e.path in ("", "\0marker"):
                 lost = True
             else:
-                rules_changed_ns.append(ts)
-        events.setdefault(path, []).append((seq, kind, ts))
-    edits: dict[str, list] = {}
+                rules_changed_ns.append(e.ts)
+        events.setdefault(e.path, []).append(e)
+    edits: dict[str, list[PendingEdit]] = {}
     shells: list[tuple[int, str]] = []
-    for path, kind, mode, oid, size, tool, _sid, ts in raw_edits:
-        if kind == "!":
-            shells.append((ts, tool or "a shell command"))
+    for edit in raw_edits:
+        if edit.kind == "!":
+            shells.append((edit.ts, edit.tool or "a shell command"))
         else:
-            edits.setdefault(path, []).append((kind, mode, oid, size, ts))
-    writers = {seq: (path, kind, ts, writer) for seq, path, kind, ts, writer in raw_events if seq <= upto}
+            edits.setdefault(edit.path, []).append(edit)
+    writers = [e for e in raw_events if e.seq <= upto]
     trees = []
     for p in pend:
         try:
@@ -235,12 +236,12 @@ def complete(wc, by: str, first_root: str | None = None, first_done_seq: int | N
                          "its later content")
         return "; ".join(notes) or None
 
-    def events_between(lo: int, hi: int | None) -> dict:
-        out: dict = {}
-        for path, kind, ts, writer in writers.values():
-            if ts > lo and (hi is None or ts <= hi) and kind != dirtymod.ANCHOR:
-                prev = out.get(path)
-                out[path] = (("c" if (kind == "c" or (prev and prev[0] == "c")) else "m"), ts, writer)
+    def events_between(lo: int, hi: int | None) -> dict[str, PathEvent]:
+        out: dict[str, PathEvent] = {}
+        for e in writers:
+            if e.ts > lo and (hi is None or e.ts <= hi) and e.kind != dirtymod.ANCHOR:
+                prev = out.get(e.path)
+                out[e.path] = PathEvent("c" if (e.kind == "c" or (prev and prev.kind == "c")) else "m", e.ts, e.writer)
         return out
 
     numbers = []

@@ -41,6 +41,8 @@ from __future__ import annotations
 import os
 import threading
 
+from rewind.model import ShellWindow
+
 SHELLS = {"sh", "bash", "dash", "zsh", "fish", "ksh", "busybox"}
 MAX_GAP = 4096                   # more pids than this since the last look: no proof
 
@@ -159,16 +161,15 @@ class Commands:
         """Some window still waits: looks keep its pid account current."""
         return any(w.waiting for w in self.windows.values())
 
-    def update(self, rows: list[tuple[int, int | None, int | None, str | None]], drop: set[int]) -> None:
-        """Windows join (id, agent pid, pid mark, the opening hook's pids); those in `drop`
-        leave. A window already known keeps its account."""
+    def update(self, rows: list[ShellWindow], drop: set[int]) -> None:
+        """Windows join; those in `drop` leave. A window already known keeps its account."""
         with self.lock:
             for wid in drop:
                 self.windows.pop(wid, None)
-            for wid, agent, mark, hooks in rows:
-                if wid not in self.windows and wid not in drop:
-                    pids = {int(p) for p in (hooks or "").split(",") if p.isdigit()}
-                    self.windows[wid] = _Window(wid, agent, mark if self.available else None, pids)
+            for w in rows:
+                if w.id not in self.windows and w.id not in drop:
+                    pids = {int(p) for p in (w.hook_pids or "").split(",") if p.isdigit()}
+                    self.windows[w.id] = _Window(w.id, w.agent_pid, w.pid_mark if self.available else None, pids)
 
     def explaining(self) -> str | None:
         """For a change the watcher has just read: the windows whose command may have made

@@ -3,21 +3,9 @@ and the edit tools' pre-states (the rules are in pending.py's docstring)."""
 
 from __future__ import annotations
 
+from rewind.model import PendingEdit, SeqEvent
 from rewind.store.tree import DIR, Entry, tree_id
-
-
-def entry_at(load, root: str | None, path: str):
-    """The entry at `path` in tree `root`, or None."""
-    if not root:
-        return None
-    tree = load(root)
-    parts = path.split("/")
-    for part in parts[:-1]:
-        e = tree.get(part)
-        if e is None or e.kind != DIR:
-            return None
-        tree = load(e.oid)
-    return tree.get(parts[-1])
+from rewind.store.treediff import entry_at
 
 
 def files_under(load, entry) -> list[str]:
@@ -66,13 +54,14 @@ def patch_tree(store, load, root: str, patch: dict) -> str:
 
 
 def tree_at(load, now_root: str, first_root: str | None, first_done_seq: int | None, at_ns: int,
-            events: dict[str, list], edits: dict[str, list], before_root: str | None = None) -> tuple[dict, list[str]]:
+            events: dict[str, list[SeqEvent]], edits: dict[str, list[PendingEdit]],
+            before_root: str | None = None) -> tuple[dict, list[str]]:
     """(the patch that turns the tree now into the tree at `at_ns`, the paths whose content
     then is not known). `first_root`: the first scan's tree, and `first_done_seq` the event
     seq the watcher had reached when it had read everything (None: no such scan);
     `before_root`: a tree from before the prompt (the first scan's, else the last one);
-    `events`: path -> [(seq, kind, ts)] since the first scan began, oldest first; `edits`:
-    path -> [(kind, mode, oid, size, ts)] the edit tools' pre-states, oldest first."""
+    `events`: path -> its watcher's events since the first scan began, oldest first;
+    `edits`: path -> the edit tools' pre-states, oldest first."""
     patch: dict = {}
     unknown: list[str] = []
     created_dirs: list[str] = []
@@ -80,33 +69,32 @@ def tree_at(load, now_root: str, first_root: str | None, first_done_seq: int | N
         if not path or path.startswith("\0"):
             continue
         seen = events.get(path, [])
-        post = [e for e in seen if e[2] > at_ns]
-        edit = next((e for e in edits.get(path, []) if e[4] > at_ns), None)
+        post = [e for e in seen if e.ts > at_ns]
+        edit = next((e for e in edits.get(path, []) if e.ts > at_ns), None)
         now = entry_at(load, now_root, path)
         if edit is None and now is not None and now.kind == DIR:
-            if any(kind == "c" for _, kind, _ in post):
+            if any(e.kind == "c" for e in post):
                 created_dirs.append(path)
             continue             # a directory's own events: its entries report themselves
         if edit is not None:
-            kind, mode, oid, size, ts = edit
-            if kind == "?":
+            if edit.kind == "?":
                 unknown.append(path)
                 continue
-            patch[path] = None if kind == "-" else Entry(kind, mode, oid, size)
-            if any(e[2] < ts for e in post):
+            patch[path] = None if edit.kind == "-" else Entry(edit.kind, edit.mode, edit.oid, edit.size)
+            if any(e.ts < edit.ts for e in post):
                 unknown.append(path)             # changed between the prompt and the tool
             continue
         if not post:
             continue                             # as it is now
         pre = len(seen) - len(post)
         before = entry_at(load, before_root, path) if before_root else None
-        if not pre and post[0][1] == "c" and before_root is not None and before is None:
+        if not pre and post[0].kind == "c" and before_root is not None and before is None:
             # made after the prompt (a tool's temporary file, say): absent then. (A "c" is
             # also a rename over a file that was there: only for a path the tree before lacked.)
             patch[path] = None
             continue
         if not pre and first_root is not None and first_done_seq is not None and \
-                all(e[0] > first_done_seq for e in seen):
+                all(e.seq > first_done_seq for e in seen):
             patch[path] = entry_at(load, first_root, path)   # untouched while the first scan read
             continue
         unknown.append(path)

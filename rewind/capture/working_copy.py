@@ -44,7 +44,7 @@ from rewind.capture.snapshot import Hinted, TreeLoader, binary_in, examined_by, 
 from rewind.clock import iso, now_ns
 from rewind.errors import CorruptObject
 from rewind.lock import LOCK_TIMEOUT_S, project_lock
-from rewind.model import ChangeRow, Checkpoint, ScanState, Source, StatEntry
+from rewind.model import ChangeRow, Checkpoint, PathEvent, ScanState, Source, StatEntry
 from rewind.project import Project, git_state
 from rewind.retention import enforce
 from rewind.store.treediff import change_rows, diff_trees
@@ -55,7 +55,7 @@ from rewind.structs import dataclass
 class Scan:
     """What to read of the tree (see the module docstring)."""
     mode: str                               # auto | full | baseline | written | nothing
-    written: dict[str, str] | None = None   # written: path -> "m" | "c", as the watcher's events
+    paths: dict[str, str] | None = None     # written: path -> "m" | "c", as the watcher's events
     hints: dict[str, StatEntry] | None = None   # written: stat-cache rows of the files written
     by: Source | None = None                # written: every change's source
     progress: object = None                 # a callable ticked per file (full scans)
@@ -77,7 +77,7 @@ class Scan:
     @classmethod
     def written(cls, paths: dict[str, str], hints: dict[str, StatEntry] | None = None,
                 by: Source | None = None) -> "Scan":
-        return cls("written", written=paths, hints=hints, by=by)
+        return cls("written", paths=paths, hints=hints, by=by)
 
     @classmethod
     def nothing(cls) -> "Scan":
@@ -135,7 +135,7 @@ class WorkingCopy:
         state = catalog.scan_state(project.id)
         hints = request.hints
         # the paths to read again (written, nothing), None: as the request's source says
-        touched = (request.written if request.mode == "written" else {}) if request.partial else None
+        touched = (request.paths if request.mode == "written" else {}) if request.partial else None
         if touched is not None and state.last_tree:
             plan = dirtymod.ScanPlan(True, None, touched, state.consumed_seq or 0, None)
         else:
@@ -205,11 +205,11 @@ class WorkingCopy:
                        segment=segment, prev=prev, scan_start=scan_start, stamp=stamp)
 
     def commit_tree(self, root: str, checkpoint: Commit, load: TreeLoader, stats: dict, stamp: int,
-                    hardlinks: set[str], events: dict[str, tuple] | None = None) -> Checkpoint:
+                    hardlinks: set[str], events: dict[str, PathEvent] | None = None) -> Checkpoint:
         """Commit tree `root`, known already (its objects durable), as a scan that read
         nothing would have found it at `stamp`: the checkpoint of it, with `stats`; its
         changes since the last scan are the segment, attributed with the watcher's `events`
-        (path -> (kind, time, writer); None: the tool windows alone). The stat cache and the
+        (path -> its `PathEvent`; None: the tool windows alone). The stat cache and the
         watcher's events stay as they are."""
         project = self.project
         catalog = project.catalog

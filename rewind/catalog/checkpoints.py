@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from rewind.model import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Checkpoint, CheckpointAge, HiddenCheckpoint, RestoreRow
 
 _CP_COLS = ("project_id", "number", "kind", "created_at", "created_ns", "tree", "message", "agent",
             "session_id", "prompt_id", "prompt_source", "transcript_path", "git_head", "git_branch",
@@ -69,10 +69,11 @@ class CheckpointsMixin:
         got = self.checkpoints(project_id, limit=1, hidden=hidden)
         return got[0] if got else None
 
-    def hidden(self, project_id: int) -> list[tuple[int, int, str]]:
-        """(number, hidden since, why) of the project's hidden checkpoints, newest first."""
-        return self.db.execute("SELECT number, hidden_ns, hidden_why FROM checkpoints WHERE project_id=? "
-                               "AND hidden_ns IS NOT NULL ORDER BY number DESC", (project_id,)).fetchall()
+    def hidden(self, project_id: int) -> list[HiddenCheckpoint]:
+        """The project's hidden checkpoints, newest first."""
+        return list(map(HiddenCheckpoint._make, self.db.execute(
+            "SELECT number, hidden_ns, hidden_why FROM checkpoints WHERE project_id=? "
+            "AND hidden_ns IS NOT NULL ORDER BY number DESC", (project_id,))))
 
     def set_hidden(self, project_id: int, hide: dict[int, tuple[int, str]], show: list[int]) -> None:
         """Inside a transaction: hide (number -> (since, why), the first time only) or show."""
@@ -143,30 +144,28 @@ class CheckpointsMixin:
                                json.dumps(paths) if paths is not None else None, created_at))
         return cur.lastrowid
 
-    def newest_undoable(self, project_id: int):
-        return self.db.execute("SELECT id, target, safety FROM restores WHERE project_id=? AND "
-                               "is_undo=0 AND undone=0 ORDER BY id DESC LIMIT 1",
-                               (project_id,)).fetchone()
+    def newest_undoable(self, project_id: int) -> RestoreRow | None:
+        return self._restore("is_undo=0 AND undone=0 ORDER BY id DESC LIMIT 1", (project_id,))
 
     def mark_undone(self, restore_id: int) -> None:
         self.db.execute("UPDATE restores SET undone=1 WHERE id=?", (restore_id,))
 
-    def restore_made(self, project_id: int, safety: int):
-        """The restore whose safety checkpoint is `safety`: (target, paths) or None."""
-        row = self.db.execute("SELECT target, paths FROM restores WHERE project_id=? AND safety=?",
-                              (project_id, safety)).fetchone()
-        if not row:
-            return None
-        return row[0], (json.loads(row[1]) if row[1] else None)
+    def restore_made(self, project_id: int, safety: int) -> RestoreRow | None:
+        """The restore whose safety checkpoint is `safety`."""
+        return self._restore("safety=?", (project_id, safety))
+
+    def _restore(self, where: str, args: tuple) -> RestoreRow | None:
+        row = self.db.execute(f"SELECT id, target, safety, paths FROM restores WHERE project_id=? AND {where}",
+                              args).fetchone()
+        return RestoreRow(*row[:3], json.loads(row[3]) if row[3] else None) if row else None
 
     # -- retention -----------------------------------------------------------------------
-    def retention_rows(self, project_id: int) -> list[tuple]:
-        """(number, created_ns, kind, restore_target, hidden_ns, hidden_why, by_agent) of
-        every checkpoint, hidden ones too, newest first. `by_agent`: a save run from an
-        agent's tool (cli/cmd_save.py)."""
-        return self.db.execute("SELECT number, created_ns, kind, restore_target, hidden_ns, hidden_why, "
-                               "coalesce(json_extract(stats, '$.by_agent'), 0) "
-                               "FROM checkpoints WHERE project_id=? ORDER BY number DESC", (project_id,)).fetchall()
+    def retention_rows(self, project_id: int) -> list[CheckpointAge]:
+        """Every checkpoint, hidden ones too, newest first."""
+        return list(map(CheckpointAge._make, self.db.execute(
+            "SELECT number, created_ns, kind, restore_target, hidden_ns, "
+            "coalesce(json_extract(stats, '$.by_agent'), 0) != 0, hidden_why "
+            "FROM checkpoints WHERE project_id=? ORDER BY number DESC", (project_id,))))
 
     def drop_checkpoints(self, project_id: int, numbers: list[int]) -> None:
         """Inside a transaction: the checkpoints and everything recorded under them."""

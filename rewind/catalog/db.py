@@ -29,6 +29,7 @@ from rewind.catalog.trash import TrashMixin
 from rewind.catalog.watch import WatchMixin
 from rewind.constants import CATALOG_NAME, SCHEMA_VERSION, STALL_S
 from rewind.errors import SchemaTooNew
+from rewind.model import CheckpointTree
 
 BUSY_TIMEOUT_S = 30
 
@@ -122,8 +123,8 @@ class Catalog(CheckpointsMixin, NumbersMixin, StatCacheMixin, SessionsMixin, Wat
         self.db.execute("BEGIN")
         try:
             out = {
-                "checkpoints": self.db.execute(
-                    f"SELECT project_id, number, tree FROM checkpoints{where}", args).fetchall(),
+                "checkpoints": list(map(CheckpointTree._make, self.db.execute(
+                    f"SELECT project_id, number, tree FROM checkpoints{where}", args))),
                 "last_trees": [r[0] for r in self.db.execute(
                     f"SELECT last_tree FROM project_state{where}", args) if r[0]],
                 "preimages": [r[0] for r in self.db.execute(f"SELECT oid FROM preimages{where}", args)]

@@ -9,7 +9,7 @@ import os
 
 from rewind.clock import wall_ns
 from rewind.constants import HEARTBEAT_STALE_S
-from rewind.model import Checkpoint
+from rewind.model import Checkpoint, PendingEdit, SeqEvent
 
 _P_COLS = ("project_id", "number", "kind", "created_at", "created_ns", "message", "agent", "session_id",
            "prompt_id", "prompt_source", "transcript_path", "git_head", "git_branch")
@@ -78,10 +78,10 @@ class PendingMixin:
                         " VALUES (?,?,?,?,?,?,?,?,?)",
                         (project_id, os.fsencode(path), kind, mode, oid, size, tool, session_id, ts))
 
-    def pending_edits(self, project_id: int) -> list[tuple]:
-        """(path, kind, mode, oid, size, tool, session_id, ts), oldest first."""
-        return [(os.fsdecode(r[0]), *r[1:]) for r in self.db.execute(
-            "SELECT path, kind, mode, oid, size, tool, session_id, ts FROM pending_edits WHERE project_id=? "
+    def pending_edits(self, project_id: int) -> list[PendingEdit]:
+        """Oldest first."""
+        return [PendingEdit(os.fsdecode(r[0]), *r[1:]) for r in self.db.execute(
+            f"SELECT {','.join(PendingEdit._fields)} FROM pending_edits WHERE project_id=? "
             "ORDER BY ts, rowid", (project_id,))]
 
     def clear_pending_edits(self, project_id: int) -> None:
@@ -90,8 +90,9 @@ class PendingMixin:
         self.db.execute("DELETE FROM pending_edits WHERE project_id=? AND NOT EXISTS "
                         "(SELECT 1 FROM pending_checkpoints WHERE project_id=?)", (project_id, project_id))
 
-    def events_seq(self, project_id: int, after: int) -> list[tuple[int, str, str, int, str | None]]:
-        """(seq, path, kind, ts, writer) of the watcher's events after `after`, oldest first."""
-        return [(seq, os.fsdecode(p), k, ts, w) for seq, p, k, ts, w in self.db.execute(
+    def events_seq(self, project_id: int, after: int) -> list[SeqEvent]:
+        """The watcher's events after `after`, oldest first."""
+        make, decode = SeqEvent._make, os.fsdecode
+        return [make((seq, decode(p), k, ts, w)) for seq, p, k, ts, w in self.db.execute(
             "SELECT seq, path, kind, ts, writer FROM watch_events WHERE project_id=? AND seq>? ORDER BY seq",
             (project_id, after))]

@@ -139,7 +139,7 @@ CREATE TABLE statcache (
 
 # Schema changes, in order: MIGRATIONS[v] takes a catalog from version v+1 to v+2.
 MIGRATIONS = [
-    # 2: the watcher (issue 4)
+    # 2: the watcher
     """
     CREATE TABLE watch_events (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -175,7 +175,7 @@ MIGRATIONS = [
     ALTER TABLE project_state ADD COLUMN fallback_ns INTEGER;
     ALTER TABLE windows ADD COLUMN agent_pid INTEGER;
     """,
-    # 3: attribution that holds in real sessions (issue 14): a shell window's pid account
+    # 3: attribution that holds in real sessions: a shell window's pid account
     # (procs.py), and who wrote the content a restore put back
     """
     ALTER TABLE windows ADD COLUMN pid_mark INTEGER;
@@ -185,7 +185,7 @@ MIGRATIONS = [
     ALTER TABLE checkpoints ADD COLUMN hidden_ns INTEGER;
     ALTER TABLE checkpoints ADD COLUMN hidden_why TEXT;
     """,
-    # 4: hooks the warm watcher serves (issue 18): how many hook calls it served, how many
+    # 4: hooks the warm watcher serves: how many hook calls it served, how many
     # ran on their own, and why the last of those did
     """
     CREATE TABLE hook_counts (
@@ -196,7 +196,7 @@ MIGRATIONS = [
         fallback_ns INTEGER
     );
     """,
-    # 5: the first prompt does not wait for the first snapshot (issue 18): a prompt that
+    # 5: the first prompt does not wait for the first snapshot: a prompt that
     # comes while the watcher's first scan runs is recorded at once as pending and
     # completed by that scan; what the agent's edit tools found before they wrote meanwhile
     """
@@ -236,7 +236,7 @@ MIGRATIONS = [
     """
     INSERT OR REPLACE INTO meta(key, value) VALUES ('object_codecs', 'raw zlib zstd');
     """,
-    # 7: history belongs to the person (issue "never lose a byte, round two"): what the
+    # 7: history belongs to the person: what the
     # commands that delete history took, kept a day (history/gc.py TRASH_NS), and the checkpoint
     # numbers a purge rewrote
     """

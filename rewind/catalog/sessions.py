@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from rewind.model import ChangeRow, Source, ToolWindow
+from rewind.model import ChangeRow, SessionProject, ShellWindow, Source, ToolWindow
 
 
 class SessionsMixin:
@@ -44,9 +44,10 @@ class SessionsMixin:
                               (agent, session_id)).fetchone()
         return row is not None and row[0] is None
 
-    def session_project(self, agent: str, session_id: str) -> tuple[int, str | None] | None:
-        return self.db.execute("SELECT project_id, first_cwd FROM sessions WHERE agent=? AND session_id=?",
-                               (agent, session_id)).fetchone()
+    def session_project(self, agent: str, session_id: str) -> SessionProject | None:
+        row = self.db.execute("SELECT project_id, first_cwd FROM sessions WHERE agent=? AND session_id=?",
+                              (agent, session_id)).fetchone()
+        return SessionProject._make(row) if row else None
 
     # -- tool windows ------------------------------------------------------------------
     def open_shell_window(self, project_id: int, agent: str, session_id: str, agent_id: str | None,
@@ -131,19 +132,19 @@ class SessionsMixin:
         return [ToolWindow(*r[:target], os.fsdecode(r[target]) if r[target] is not None else None, *r[target + 1:])
                 for r in rows]
 
-    # The watcher's view of shell windows: (id, agent_pid, pid_mark, hook_pids) rows.
-    def shell_windows_since(self, project_id: int, since_ns: int) -> list[tuple]:
+    # The watcher's view of shell windows
+    def shell_windows_since(self, project_id: int, since_ns: int) -> list[ShellWindow]:
         """Every shell window open at `since_ns` or opened after it, closed since or not."""
-        return self.db.execute(
-            "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' "
-            "AND (closed_ns IS NULL OR closed_ns >= ?)", (project_id, since_ns)).fetchall()
+        return list(map(ShellWindow._make, self.db.execute(
+            f"SELECT {','.join(ShellWindow._fields)} FROM windows WHERE project_id=? AND kind='bash' "
+            "AND (closed_ns IS NULL OR closed_ns >= ?)", (project_id, since_ns))))
 
-    def shell_windows(self, project_id: int, ids: set[int] | None = None) -> list[tuple]:
+    def shell_windows(self, project_id: int, ids: set[int] | None = None) -> list[ShellWindow]:
         """The shell windows named by `ids` (closed or not), else the open ones."""
-        return self.db.execute(
-            "SELECT id, agent_pid, pid_mark, hook_pids FROM windows WHERE project_id=? AND kind='bash' AND "
+        return list(map(ShellWindow._make, self.db.execute(
+            f"SELECT {','.join(ShellWindow._fields)} FROM windows WHERE project_id=? AND kind='bash' AND "
             + ("id IN (%s)" % ",".join(map(str, ids)) if ids else "closed_ns IS NULL"),
-            (project_id,)).fetchall()
+            (project_id,))))
 
     def shell_windows_closed_after(self, project_id: int, after_ns: int) -> set[int]:
         return {r[0] for r in self.db.execute(

@@ -6,32 +6,32 @@ from __future__ import annotations
 
 import os
 
+from rewind.model import PathEvent, WatcherRow, WatchEvent
+
 
 class WatchMixin:
-    _W_COLS = ("project_id", "pid", "started_ns", "ready_ns", "heartbeat_ns", "dirs", "events",
-               "overflow_ns", "limit_hit", "background", "stopped_ns", "stop_reason", "baseline_ns")
-
-    def watcher(self, project_id: int) -> dict | None:
-        row = self.db.execute(f"SELECT {','.join(self._W_COLS)} FROM watchers WHERE project_id=?",
+    def watcher(self, project_id: int) -> WatcherRow | None:
+        row = self.db.execute(f"SELECT {','.join(WatcherRow._fields)} FROM watchers WHERE project_id=?",
                               (project_id,)).fetchone()
-        return dict(zip(self._W_COLS, row)) if row else None
+        return WatcherRow._make(row) if row else None
 
-    def events(self, project_id: int, after: int, upto: int | None) -> list[tuple[str, str, int, str | None]]:
-        """(path, kind, ts, writer) of the watcher's events in (after, upto], oldest first."""
+    def events(self, project_id: int, after: int, upto: int | None) -> list[WatchEvent]:
+        """The watcher's events in (after, upto], oldest first."""
         sql = "SELECT path, kind, ts, writer FROM watch_events WHERE project_id=? AND seq>?"
         args: tuple = (project_id, after)
         if upto is not None:
             sql += " AND seq<=?"
             args += (upto,)
-        return [(os.fsdecode(p), k, ts, w) for p, k, ts, w in self.db.execute(sql + " ORDER BY seq", args)]
+        make, decode = WatchEvent._make, os.fsdecode
+        return [make((decode(p), k, ts, w)) for p, k, ts, w in self.db.execute(sql + " ORDER BY seq", args)]
 
     def last_event_seq(self, project_id: int) -> int:
         row = self.db.execute("SELECT max(seq) FROM watch_events WHERE project_id=?", (project_id,)).fetchone()
         return row[0] or 0
 
-    def add_watch_events(self, project_id: int, events: dict[str, tuple[str, int, str | None]],
+    def add_watch_events(self, project_id: int, events: dict[str, PathEvent],
                          cookie: str | None = None, limit_hit_by: int | None = None) -> None:
-        """In one transaction: a batch of events (path -> (kind, time, writer)), then the
+        """In one transaction: a batch of events (path -> its event), then the
         answer to `cookie`: the seq the stream has reached, so no event before the cookie is
         above it. `limit_hit_by`: the watcher (pid) lost a watch in this batch, said with
         its events: a scan that reads the row after them distrusts it at once (not at the

@@ -36,7 +36,7 @@ def doctor_impl(project_dir: Optional[str], as_json: bool) -> int:
             raise
         project = None
         root = os.path.realpath(project_dir or os.getcwd())
-        findings.append(finding("fail", trouble[1], trouble[2]))
+        findings.append(finding("fail", trouble.what, trouble.fix))
     if project is not None:
         root = project.root
         try:

@@ -96,7 +96,7 @@ def forget_impl(project_dir: Optional[str], yes: bool, as_json: bool, now: bool 
         with project_lock(home, pid, what=f"the project {root}"):
             with catalog.transaction():
                 if not now:
-                    batch = catalog.trash_checkpoints(pid, [r[0] for r in catalog.retention_rows(pid)],
+                    batch = catalog.trash_checkpoints(pid, [r.number for r in catalog.retention_rows(pid)],
                                                       "rewind forget", now_ns())
                 catalog.forget_project(pid)
                 removed = count

@@ -142,10 +142,10 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
                 return
             render.out("Nothing to undo: no rewind in this project that is not undone already.")
             return
-        _, target_number, safety_number = row
+        target_number, safety_number = row.target, row.safety
         safety = project.catalog.checkpoint(project.id, safety_number)
         if safety is not None:
-            touched = project.catalog.restore_made(project.id, safety_number)[1] or []
+            touched = project.catalog.restore_made(project.id, safety_number).paths or []
             if touched or dry_run:
                 current = working_scan(project, held_by(project, safety, touched or None))
                 plan = (plan_for_display(project, safety, touched or None, current, cross_mounts) if touched

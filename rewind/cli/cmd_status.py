@@ -29,7 +29,7 @@ def _project_row(catalog, pid: int, root: str, usage: dict) -> dict:
     return {"project": root, "checkpoints": len(cps),
             "newest": newest.number if newest else None,
             "newest_at": newest.created_at if newest else None,
-            "oldest": cps[-1][0] if cps else None,
+            "oldest": cps[-1].number if cps else None,
             "objects": objects, "bytes": size}
 
 
@@ -41,7 +41,7 @@ def settings_differ(view: dict) -> list[dict] | None:
     watcher never changes its own)."""
     if not view.get("running") or not view.get("pid"):
         return None
-    from rewind.watch.serve import PER_CALL_ENV, SAME_ENV
+    from rewind.watch.serve import env_differences
     try:
         with open(f"/proc/{view['pid']}/environ", "rb") as f:
             raw = f.read()
@@ -52,9 +52,8 @@ def settings_differ(view: dict) -> list[dict] | None:
         key, sep, value = entry.partition(b"=")
         if sep:
             theirs[os.fsdecode(key)] = os.fsdecode(value)
-    keys = set(SAME_ENV) | {k for k in (*theirs, *os.environ) if k.startswith("REWIND_")}
     return [{"name": k, "watcher": theirs.get(k), "here": os.environ.get(k)}
-            for k in sorted(keys - PER_CALL_ENV) if theirs.get(k) != os.environ.get(k)]
+            for k in env_differences(theirs, os.environ)]
 
 
 def _setting(value: str | None) -> str:

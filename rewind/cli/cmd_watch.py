@@ -18,14 +18,14 @@ def watcher_view(project) -> dict:
     row = project.catalog.watcher(project.id)
     live = running(project.home, project.catalog, project.id)
     st = project.catalog.scan_state(project.id)
-    out = {"running": live is not None, "pid": live["pid"] if live else None,
-           "since": _iso(live["started_ns"]) if live else None,
-           "directories": live["dirs"] if live else 0, "events": live["events"] if live else 0,
-           "background": bool(live["background"]) if live else None,
+    out = {"running": live is not None, "pid": live.pid if live else None,
+           "since": _iso(live.started_ns) if live else None,
+           "directories": live.dirs if live else 0, "events": live.events if live else 0,
+           "background": bool(live.background) if live else None,
            "problem": healthy(live) if live else None,
-           "stopped": ({"at": _iso(row["stopped_ns"]), "reason": row["stop_reason"]}
-                       if row and row["stopped_ns"] else None),
-           "died": bool(row and not row["stopped_ns"] and live is None),
+           "stopped": ({"at": _iso(row.stopped_ns), "reason": row.stop_reason}
+                       if row and row.stopped_ns else None),
+           "died": bool(row and not row.stopped_ns and live is None),
            "quick_scans": st.quick_scans or 0, "full_scans": st.full_scans or 0,
            "fallbacks": st.fallbacks or 0,
            "last_fallback": ({"reason": st.fallback, "at": _iso(st.fallback_ns)}

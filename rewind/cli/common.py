@@ -110,7 +110,7 @@ def _resolve(project: Project, spec):
         cp = (project.catalog.checkpoint(project.id, n) or project.catalog.pending_one(project.id, n)
               or project.catalog.checkpoint(project.id, n))
         if cp is None:
-            hidden = {num: why for num, _, why in project.catalog.hidden(project.id)}
+            hidden = {h.number: h.hidden_why for h in project.catalog.hidden(project.id)}
             if n in hidden:
                 raise CheckpointNotFound(
                     f"checkpoint {n} of {project.root} no longer exists in the listings: {hidden[n]}",
@@ -215,8 +215,8 @@ def note_hidden(project: Project) -> None:
     """Checkpoints that left the listings but not the store yet, said (on stderr)."""
     hidden = project.catalog.hidden(project.id)
     if hidden:
-        numbers = ", ".join(str(n) for n, _, _ in hidden[:8]) + (" …" if len(hidden) > 8 else "")
-        render.err(f"note: {len(hidden)} checkpoint(s) hidden ({numbers}): {render.safe(hidden[0][2])}")
+        numbers = ", ".join(str(h.number) for h in hidden[:8]) + (" …" if len(hidden) > 8 else "")
+        render.err(f"note: {len(hidden)} checkpoint(s) hidden ({numbers}): {render.safe(hidden[0].hidden_why)}")
 
 
 def no_checkpoints_yet(root: str) -> str:

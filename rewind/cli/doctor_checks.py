@@ -48,12 +48,12 @@ def check_watcher(project) -> list[dict]:
     if live is not None:
         problem = healthy(live)
         if problem:
-            out.append(finding("warn", f"the watcher runs (pid {live['pid']}) but cannot be trusted: {problem}",
+            out.append(finding("warn", f"the watcher runs (pid {live.pid}) but cannot be trusted: {problem}",
                                "rewind watch --stop; the next prompt starts a new one"))
         else:
-            out.append(finding("ok", f"the watcher runs (pid {live['pid']}, {live['dirs']:,} directories)"))
-    elif row is not None and row["stopped_ns"] is None:
-        out.append(finding("warn", f"the watcher (pid {row['pid']}) died without stopping",
+            out.append(finding("ok", f"the watcher runs (pid {live.pid}, {live.dirs:,} directories)"))
+    elif row is not None and row.stopped_ns is None:
+        out.append(finding("warn", f"the watcher (pid {row.pid}) died without stopping",
                            "nothing is lost (hooks scan the whole tree); the next prompt starts it, or `rewind watch`"))
     elif settings is not None and not settings.watch:
         out.append(finding("ok", "the watcher is turned off (watch = false): hooks scan the whole tree"))

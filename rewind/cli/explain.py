@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import os
 
+from rewind.structs import record
+
+Trouble = record("Trouble", "kind what fix", """\
+Why the catalog failed (`kind`, one of catalog.health's), said (`what`) with its fix.""")
+
 
 def environment_error(e: Exception) -> str | None:
     """A full disk, a read-only store, a permission: said as such, not as an internal error."""
@@ -48,9 +53,9 @@ def waiting_prompts(home: str) -> str:
             if n else "")
 
 
-def catalog_trouble(e: Exception) -> tuple[str, str, str] | None:
-    """Why the catalog failed, said with its fix: (kind, what, fix); kind is one of
-    catalog.health's. None: not the catalog's or the file system's doing."""
+def catalog_trouble(e: Exception) -> Trouble | None:
+    """Why the catalog failed, said with its fix. None: not the catalog's or the file
+    system's doing."""
     if isinstance(e, OSError):
         return None                 # a file's write, not the catalog's: environment_error
     from rewind import locations
@@ -63,20 +68,20 @@ def catalog_trouble(e: Exception) -> tuple[str, str, str] | None:
     path = f"{home}/{CATALOG_NAME}"
     first = (str(e).splitlines() or [type(e).__name__])[0][:120]
     if kind == health.FULL:
-        return kind, (f"the disk that holds rewind's data is full: the catalog {path} cannot be used ({first})"
-                      + waiting_prompts(home)), full_disk_fix(home)
+        return Trouble(kind, f"the disk that holds rewind's data is full: the catalog {path} cannot be used "
+                             f"({first})" + waiting_prompts(home), full_disk_fix(home))
     if kind == health.READ_ONLY:
         mount, _ = room(home)
-        return kind, f"the file system that holds rewind's data is read-only: the catalog {path} cannot be written " \
-                     f"({first})", f"remount {mount} read-write; nothing is damaged"
+        return Trouble(kind, f"the file system that holds rewind's data is read-only: the catalog {path} cannot be "
+                             f"written ({first})", f"remount {mount} read-write; nothing is damaged")
     if kind == health.INTACT:
-        return kind, f"the catalog {path} could not be used ({first}), yet it reads whole (a read-only check)", \
-            "nothing is damaged: look for the disk's own errors (dmesg), then run the command again"
-    return kind, (f"the catalog {path} is damaged ({first}); the objects beside it are not "
-                  "touched (`rewind doctor` checks the rest; a catalog moved aside starts afresh: its "
-                  "checkpoints' content stays in objects/ and `rewind verify` finds none missing)"), \
-        ("move the catalog aside (`mv catalog.sqlite catalog.sqlite.damaged` in the data directory, with its "
-         "-wal and -shm files): rewind starts a new one; then `rewind save`")
+        return Trouble(kind, f"the catalog {path} could not be used ({first}), yet it reads whole (a read-only check)",
+                       "nothing is damaged: look for the disk's own errors (dmesg), then run the command again")
+    return Trouble(kind, f"the catalog {path} is damaged ({first}); the objects beside it are not "
+                         "touched (`rewind doctor` checks the rest; a catalog moved aside starts afresh: its "
+                         "checkpoints' content stays in objects/ and `rewind verify` finds none missing)",
+                   "move the catalog aside (`mv catalog.sqlite catalog.sqlite.damaged` in the data directory, with "
+                   "its -wal and -shm files): rewind starts a new one; then `rewind save`")
 
 
 def catalog_error(e: Exception) -> str | None:
@@ -84,6 +89,5 @@ def catalog_error(e: Exception) -> str | None:
     trouble = catalog_trouble(e)
     if trouble is None:
         return None
-    kind, what, fix = trouble
     from rewind.catalog import health
-    return what if kind == health.DAMAGED else f"{what}; {fix}"
+    return trouble.what if trouble.kind == health.DAMAGED else f"{trouble.what}; {trouble.fix}"

@@ -1,4 +1,4 @@
-"""Pending checkpoints on the command line (issue 18). A prompt that comes while the watcher's
+"""Pending checkpoints on the command line. A prompt that comes while the watcher's
 first scan of a big tree runs is recorded at once, without its tree, and completed when that
 scan is in (capture/pending.py). `list`, `show` and the picker show it as pending; a command
 that needs its tree (`to`, `diff`, `export`) waits for it, with a status line on a terminal,
@@ -59,7 +59,8 @@ def pending_lines(project, cp: Checkpoint) -> list[str]:
     from rewind.clock import iso
     running = first_scan_running(project)
     # when the scan began, if the catalog's watcher row tells; else when the prompt came
-    began = (project.catalog.watcher(project.id) or {}).get("baseline_ns")
+    row = project.catalog.watcher(project.id)
+    began = row.baseline_ns if row else None
     since = f"{'running' if began else 'pending'} since {render.local_time(iso(began or cp.created_ns))}, " \
             f"{render.age_ns(began or cp.created_ns)}"
     then = "          its tree and the changes after it show once it is complete"

@@ -41,7 +41,7 @@ import time
 from contextlib import contextmanager
 
 from rewind import config
-from rewind.background import STAMP, due, touch_stamp  # noqa: F401  (gc's schedule: background.py)
+from rewind.background import touch_stamp
 from rewind.catalog.db import Catalog
 from rewind.clock import iso, now_ns
 from rewind.errors import CorruptObject, GcStopped, RewindError
@@ -154,8 +154,8 @@ def mark(store: Store, roots: dict[str, list], progress: Progress | None = None,
 
     marked.add(treemod.EMPTY_TREE_ID)
     cps = roots["checkpoints"]
-    for i, (pid, number, tree) in enumerate(cps):
-        walk(tree, True, f"checkpoint {number} (project {pid})")
+    for i, cp in enumerate(cps):
+        walk(cp.tree, True, f"checkpoint {cp.number} (project {cp.project_id})")
         if progress:
             progress("marking", i + 1, len(cps))
     for tree in roots["last_trees"]:
@@ -240,8 +240,8 @@ def plan_gc(home: str, catalog: Catalog, dry_run: bool = False, progress: Progre
         plan.preview = counts = SweepCounts()
         roots = catalog.roots()
         roots["trashed"] = kept_trash
-        roots["checkpoints"] = [r for r in roots["checkpoints"] if (r[0], r[1]) not in would_drop
-                                or r[1] in plan.shortened.get(r[0], ())]      # to the trash
+        roots["checkpoints"] = [c for c in roots["checkpoints"] if (c.project_id, c.number) not in would_drop
+                                or c.number in plan.shortened.get(c.project_id, ())]      # to the trash
         marked = mark(store, roots, progress, unread=set())
         small = _sweep(home, marked, plan.start_ns, counts, True, progress)
         merge_small(home, small, marked, counts, True)
@@ -275,7 +275,7 @@ def apply(plan: GcPlan, home: str, catalog: Catalog, progress: Progress | None =
             # never before the oldest checkpoint still there (hidden ones too): a clock
             # far ahead prunes nothing a checkpoint may need
             rows = catalog.retention_rows(pid)
-            oldest = min((r[1] for r in rows), default=None)
+            oldest = min((r.created_ns for r in rows), default=None)
             before = now - settings.retention_ns if oldest is None else min(now - settings.retention_ns, oldest)
             if not rows and catalog.state(pid)[1] < before:
                 catalog.forget_state(pid)

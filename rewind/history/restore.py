@@ -224,12 +224,12 @@ def undo(project: Project, lock_timeout: float = LOCK_TIMEOUT_S, cross_mounts: b
     row = project.catalog.newest_undoable(project.id)
     if row is None:
         return None
-    restore_id, target_number, safety_number = row
+    restore_id, target_number, safety_number = row.id, row.target, row.safety
     safety = project.catalog.checkpoint(project.id, safety_number)
     if safety is None:
         raise UndoUnavailable(f"the safety checkpoint {safety_number} of that rewind is gone",
                               hint="it was dropped by retention; `rewind list` shows what is left")
-    touched = project.catalog.restore_made(project.id, safety_number)[1] or []
+    touched = project.catalog.restore_made(project.id, safety_number).paths or []
     if touched:
         result = restore(project, safety, touched, is_undo=True, lock_timeout=lock_timeout,
                          cross_mounts=cross_mounts)

@@ -45,7 +45,6 @@ def verify(catalog: Catalog, store: Store, project_ids: list[int] | None = None,
     report = Report()
     blobs: dict[str, int | None] = {}          # blob id -> its problem's index (None = fine)
     below: dict[str, list[int]] = {}           # tree id -> the problems at or below it
-    current: list[int] = []                    # the checkpoint being walked
 
     def problem(oid: str, text: str) -> int:
         report.problems.append({"object": oid, "problem": text})

@@ -129,8 +129,8 @@ def _first_scan_running(project: Project, wait_for_start: bool = False) -> bool:
         if first_scan_running(project):
             return True
         row = running(project.home, catalog, project.id)
-        if row is not None and row["ready_ns"] is not None and \
-                catalog.scan_state(project.id).scan_start_ns >= row["ready_ns"]:
+        if row is not None and row.ready_ns is not None and \
+                catalog.scan_state(project.id).scan_start_ns >= row.ready_ns:
             return False                 # its first scan is in (the usual case: one look)
         if row is None and time.monotonic() > appear_by:
             return False                 # no watcher came

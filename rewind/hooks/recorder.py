@@ -27,7 +27,7 @@ def project_root(ev: Event, catalog) -> tuple[str | None, bool]:
     commands, hence last)."""
     known = catalog.session_project(ev.agent, ev.session_id)
     if known is not None:
-        return catalog.project_root(known[0]), True
+        return catalog.project_root(known.project_id), True
     base = _usable_dir(ev.project_dir) or _usable_dir(ev.cwd)
     if base is None:
         return None, False

@@ -18,7 +18,7 @@ def stop(home: str, catalog: Catalog, project_id: int, wait_s: float = 0.0) -> b
     row = running(home, catalog, project_id)
     if row is None:
         return False
-    pid = row["pid"]
+    pid = row.pid
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmd = f.read()

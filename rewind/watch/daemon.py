@@ -36,6 +36,7 @@ from rewind import clock
 from rewind.capture.ignore import GIT_EXCLUDE, IGNORE_FILES, exclude_signature
 from rewind.catalog.db import Catalog
 from rewind.constants import COOKIE_PREFIX  # shared with the hooks' side (dirty.py), which must not load this
+from rewind.model import PathEvent
 from rewind.watch.answers import Answers
 from rewind.watch.observer import Rules, observer_classes
 from rewind.watch.windows import ShellWindows
@@ -193,13 +194,14 @@ class Watcher(ShellWindows):
                 waiter.answer(seq)              # None: the caller scans the whole tree at once
 
     def _write(self, batch: list, cookie: str | None, limit: bool = False) -> None:
-        merged: dict[str, tuple[str, int, str | None]] = {}
+        merged: dict[str, PathEvent] = {}
         rank = {"m": 0, "c": 1, "r": 2}
+        make = PathEvent._make
         for rel, kind, ts, writer in batch:
             prev = merged.get(rel)
-            if prev is not None and rank[prev[0]] > rank[kind]:
-                kind = prev[0]
-            merged[rel] = (kind, ts, writer)
+            if prev is not None and rank[prev.kind] > rank[kind]:
+                kind = prev.kind
+            merged[rel] = make((kind, ts, writer))
         self.catalog.add_watch_events(self.project_id, merged, cookie, os.getpid() if limit else None)
         self.events += len(merged)
 

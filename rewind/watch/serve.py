@@ -41,6 +41,14 @@ MAX_CONNECTIONS = 32
 LIMITS = (64, 64 * 1024, 32, 1024 * 1024, MAX_PAYLOAD)
 
 
+def env_differences(theirs: dict[str, str], ours: dict[str, str]) -> list[str]:
+    """The settings, sorted, in which a hook's environment and the watcher's differ: SAME_ENV
+    and every REWIND_* of either, less what is read per call. Any one makes the watcher
+    refuse the call (`rewind status` lists them all)."""
+    keys = set(SAME_ENV) | {k for k in (*theirs, *ours) if k.startswith("REWIND_")}
+    return [k for k in sorted(keys - PER_CALL_ENV) if theirs.get(k) != ours.get(k)]
+
+
 class BadRequest(Exception):
     pass
 
@@ -193,12 +201,8 @@ class HookServer:
     def _refuse(self, env: dict[str, str]) -> str | None:
         if self.closing or self.stopping():
             return "stopping"
-        keys = set(SAME_ENV) | {k for k in env if k.startswith("REWIND_")} | \
-            {k for k in os.environ if k.startswith("REWIND_")}
-        for k in sorted(keys - PER_CALL_ENV):
-            if env.get(k) != os.environ.get(k):
-                return f"env {k}"
-        return None
+        differ = env_differences(env, os.environ)
+        return f"env {differ[0]}" if differ else None
 
     def _record_call(self, agent: str, cwd: str, pid: int, env: dict[str, str], data: bytes) -> str:
         from rewind.hooks import entry

@@ -23,7 +23,7 @@ class ShellWindows:
             if self.windows_loaded:
                 return
             rows = self.catalog.shell_windows_since(self.project_id, self.watching_since)
-            self.commands.update([r for r in rows if r[0] not in self.closed], set())
+            self.commands.update([w for w in rows if w.id not in self.closed], set())
             self.windows_loaded = True
 
     def marker(self, what: str, name: str) -> None:
@@ -57,7 +57,7 @@ class ShellWindows:
                 known = set(self.commands.windows)
                 recent = self.catalog.shell_windows_closed_after(
                     self.project_id, clock.wall_ns() - int(WINDOW_LOST_S * 1e9))
-                lost = known - {r[0] for r in rows} - recent
-            self.commands.update([r for r in rows if r[0] not in self.closed], lost)
+                lost = known - {w.id for w in rows} - recent
+            self.commands.update([w for w in rows if w.id not in self.closed], lost)
             if len(self.closed) > 1000:
                 self.closed = set(sorted(self.closed)[-100:])

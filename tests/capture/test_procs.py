@@ -16,6 +16,7 @@ import pytest
 
 from rewind.capture import procs
 from rewind.capture.procs import Commands, hook_chain, last_pid
+from rewind.model import ShellWindow
 
 pytestmark = pytest.mark.skipif(last_pid() is None, reason="needs Linux /proc and ns_last_pid")
 
@@ -79,7 +80,7 @@ def agent():
 def window(agent: Agent, wid: int = 1, hooks: str = "") -> Commands:
     """A shell window of `agent`, opened now (the hook's mark: the last pid handed out)."""
     c = Commands()
-    c.update([(wid, agent.proc.pid, last_pid(), hooks)], set())
+    c.update([ShellWindow(wid, agent.proc.pid, last_pid(), hooks)], set())
     return c
 
 
@@ -264,7 +265,7 @@ def test_the_opening_hooks_own_children_are_not_the_command():
         hook.run("true")
         def attempt():
             c = Commands()
-            c.update([(1, os.getpid(), last_pid(), str(hook.proc.pid))], set())
+            c.update([ShellWindow(1, os.getpid(), last_pid(), str(hook.proc.pid))], set())
             hook.run("bg sleep 2")               # the hook's child: a descendant of the agent too
             assert looked(c) == "w:"
             return c
@@ -282,7 +283,7 @@ def test_the_opening_hooks_own_children_are_not_the_command():
 def test_an_agent_that_is_gone_gives_no_proof(tmp_path):
     short = subprocess.Popen(["sleep", "0.1"])
     c = Commands()
-    c.update([(1, short.pid, last_pid(), "")], set())
+    c.update([ShellWindow(1, short.pid, last_pid(), "")], set())
     short.wait()
     time.sleep(0.05)
     assert c.explaining() == "w:1"
@@ -292,7 +293,7 @@ def test_an_agent_that_is_gone_gives_no_proof(tmp_path):
 def test_two_windows_are_named_together_once_their_commands_may_run(agent, tmp_path):
     def attempt():
         c = window(agent, 1)
-        c.update([(2, agent.proc.pid, last_pid(), "")], set())
+        c.update([ShellWindow(2, agent.proc.pid, last_pid(), "")], set())
         assert looked(c) == "w:"
         return c
     c = without_intruders(attempt)

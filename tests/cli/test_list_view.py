@@ -1,4 +1,4 @@
-"""What `rewind list` and `show` show a person (issue 17, "the list"): prompts stay in front
+"""What `rewind list` and `show` show a person: prompts stay in front
 however many restores there were (a rewind's safety checkpoint folds under the checkpoint it
 went back to, its id named; `--every` lists each; `--json` keeps every checkpoint, with
 `folded_under`), aligned plain columns and one line per checkpoint at 80 columns, badges only

@@ -1,4 +1,4 @@
-"""Pending checkpoints on the command line (issue 18): a prompt that comes while the watcher's
+"""Pending checkpoints on the command line: a prompt that comes while the watcher's
 first scan of the tree runs is recorded at once and completed by that scan. `list`, `show` and
 the picker say so; `to`, `diff` and `export` wait for it (a spinner on a terminal), give up
 after REWIND_SETTLE_TIMEOUT seconds with one line and nothing changed, and Ctrl-C changes
@@ -24,8 +24,6 @@ import signal
 import subprocess
 import threading
 import time
-
-import pytest
 
 from helpers import REWIND, fingerprint, project, run_rewind, write
 from rewind import clock

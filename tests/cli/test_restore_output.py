@@ -1,5 +1,4 @@
-"""What `rewind to` and `rewind undo` say (issue 17, "Restore output that adds up, and plans
-that tell the whole truth"): one count of what changes, in the plan, the question and the
+"""What `rewind to` and `rewind undo` say: one count of what changes, in the plan, the question and the
 result; undo names who wrote what it puts back; dry runs close with what would do it;
 declining is a notice, not an error; plans as JSON; what a restore will not undo; a
 `-- PATH` that names nothing is an error.

@@ -17,6 +17,7 @@ import pytest
 from helpers import REWIND, fingerprint, on_a_terminal, processes_with_home, project, run_rewind, write
 from rewind.capture.working_copy import capture
 from rewind.cli.replay import bundled_session, fill, hook_in_process
+from rewind import background
 from rewind.history import gc as gcmod
 from rewind.history.restore import restore
 from rewind.retention import CheckpointAge, decide
@@ -230,10 +231,10 @@ def test_a_wrong_clock_never_destroys_history(tmp_path, monkeypatch):
 def test_gc_is_due_again_after_its_stamp_was_made_under_a_clock_far_ahead(tmp_path):
     home = os.environ["REWIND_HOME"]
     os.makedirs(home, exist_ok=True)
-    gcmod.touch_stamp(home)
+    background.touch_stamp(home)
     future = time.time() + 40 * 86400
     os.utime(os.path.join(home, "gc.stamp"), (future, future))
-    assert gcmod.due(home, 24)
+    assert background.due(home, 24)
 
 
 def test_a_shortened_setting_hides_and_deletes_nothing_until_the_users_gc(tmp_path):
@@ -616,7 +617,7 @@ def test_gc_runs_by_itself_once_a_day_detached(tmp_path):
     store.flush()
     old = time.time() - 2 * 86400
     os.utime(store.path(orphan), (old, old))
-    stamp = Path(home) / gcmod.STAMP
+    stamp = Path(home) / background.STAMP
     assert stamp.exists()                    # the first command started the clock
     os.utime(stamp, (old, old))
     payload = fill(next(p for p in bundled_session() if p["hook_event_name"] == "UserPromptSubmit"),

@@ -151,7 +151,6 @@ def test_a_lone_surrogate_anywhere_never_loses_the_checkpoint(tmp_path):
     shown = json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)
     b = [c for c in shown["changes"] if c["path"] == "b.txt"][0]
     assert b["source"] == "bash" and b["command"] == "echo \\ud800 > b.txt"
-    log = tmp_path / "log"
     assert not (os.path.exists(os.environ["REWIND_HOME"] + "/rewind.log")), open(
         os.environ["REWIND_HOME"] + "/rewind.log").read()
     proc = subprocess.run([*REWIND, "save", "-m", b"note \xff\xfe".decode("utf-8", "surrogateescape")],

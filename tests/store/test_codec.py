@@ -87,7 +87,6 @@ def test_a_python_without_zstandard_writes_zlib_and_says_it_cannot_read_zstd(tmp
     """The hook runs `python -S` (no site-packages, so no zstandard): it writes zlib, and a
     zstd object is one it cannot read, never one it marks damaged."""
     oid = _loose(tmp_path, TEXT, encode(TEXT, fast=True))
-    root = Path(__file__).resolve().parents[2]
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from rewind.store.objects import CodecUnavailable, Store, encode, ZLIB\n"

@@ -8,7 +8,6 @@ scan takes seconds on this machine."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -19,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import MAKE_TREE, REWIND, run_rewind, state, write
+from helpers import MAKE_TREE, run_rewind, state, write
 from test_served import hook, listing, tool_pair
 from test_served import payload
-from test_watcher import alive, wait_gone
+from test_watcher import wait_gone
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc and inotify")
 
