@@ -217,14 +217,24 @@ def state(root) -> tuple[dict | None, dict]:
         cat.close()
 
 
+def _alive(pid: int) -> bool:
+    """`pid` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 def wait_ready(root, timeout: float = 20) -> dict:
     """Until the watcher watches and its first scan is in: the next hook scans quickly."""
     import time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         row, st = state(root)
-        if row and row["ready_ns"] and (st.get("scan_start_ns") or 0) >= row["ready_ns"]:
-            return row
+        if row and row["ready_ns"] and row["stopped_ns"] is None and _alive(row["pid"]) and \
+                (st.get("scan_start_ns") or 0) >= row["ready_ns"]:
+            return row            # (a killed watcher's row says ready until the next one registers)
         time.sleep(0.05)
     raise AssertionError(f"watcher of {root} not ready: {state(root)}")
 

@@ -19,6 +19,11 @@ from rewind.cli.pending_view import LOOK_WAIT_S
 from rewind.errors import CorruptObject, RewindError
 from rewind.store.tree import LARGE, LINK, Entry
 from rewind.store.treediff import change_rows, diff_trees, path_filter
+from rewind.structs import record
+
+FileDiff = record("FileDiff", "row known text added removed", """\
+One path of a diff: its change (`row`), who made it if known (`known`), its unified diff
+text and the lines it adds and removes.""")
 
 
 def _content(project, entry: Entry | None, path: str, from_disk: bool) -> bytes | None:
@@ -92,7 +97,7 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
                 load = TreeLoader(project.store, current.trees)
                 new_root, on_disk, to_label = current.root, True, None
             sources = {c.path: c for c in changes_under(project, cp)}
-        pairs = [p for p in diff_trees(load, cp.tree, new_root) if keep(p[0])]
+        pairs = [(path, old, new) for path, old, new in diff_trees(load, cp.tree, new_root) if keep(path)]
         rows = change_rows(pairs)
         if name_only:
             if as_json:
@@ -108,7 +113,7 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
             except (OSError, CorruptObject) as e:
                 text, added, removed = f"diff {render.display_path(path)}\n(cannot read: {e})\n", 0, 0
             known = sources.get(path)
-            results.append((row, known, text, added, removed))
+            results.append(FileDiff(row, known, text, added, removed))
         if as_json:
             render.emit_json({"from": cp.number, "to": to_label, "changes": [
                 {"path": row.path, "status": row.status, "flags": row.flags,
@@ -118,15 +123,15 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
                 for row, known, text, added, removed in results]})
             return
         if stat:
-            width = max((len(render.display_path(r[0].path)) for r in results), default=0)
+            width = max((len(render.display_path(r.row.path)) for r in results), default=0)
             for row, known, _, added, removed in results:
                 src = f"  [{known.source}]" if known else ""
                 render.out(f" {render.display_path(row.path):<{width}} | +{added} -{removed}{src}")
             n = len(results)
-            render.out(f" {n} path{'' if n == 1 else 's'} changed, {sum(r[3] for r in results)} insertions(+), "
-                       f"{sum(r[4] for r in results)} deletions(-)")
+            render.out(f" {n} path{'' if n == 1 else 's'} changed, {sum(r.added for r in results)} insertions(+), "
+                       f"{sum(r.removed for r in results)} deletions(-)")
             return
-        full = "".join(r[2] for r in results)
+        full = "".join(r.text for r in results)
         if not full:
             render.out("no differences")
         elif render.fancy():

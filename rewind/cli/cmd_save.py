@@ -35,11 +35,12 @@ def save_impl(message: Optional[str], project_dir: Optional[str]) -> None:
         st = result.stats
         render.out(f"Saved checkpoint {cp.number} of {project.root}: {st.files} files, "
                    f"{st.symlinks} symlinks, {st.dirs} dirs ({st.hashed} read, the rest unchanged).")
-        for key, label in (("large", "too large to store"), ("unreadable", "unreadable"),
-                           ("special", "special files skipped"), ("changing", "kept changing while read")):
+        for key, label, with_why in (("large", "too large to store", False), ("unreadable", "unreadable", True),
+                                     ("special", "special files skipped", True),
+                                     ("changing", "kept changing while read", False)):
             items = getattr(st, key)
             if items:
-                names = [i if isinstance(i, str) else i[0] for i in items]
+                names = [path for path, _why in items] if with_why else items
                 render.err(f"warning: {len(items)} {label}: "
                            + ", ".join(render.display_path(n) for n in names[:5])
                            + (" …" if len(names) > 5 else ""))
