@@ -153,10 +153,9 @@ class Walker(FileReads):
         self.stats.ignored += 1
         self.protected.add(rel_path)
 
-    def _ignored(self, rules: IgnoreRules, rel_path: str, is_dir: bool) -> bool:
-        """Ignored by today's rules, unless a restore's target holds it (then read all the same)."""
-        if not rules.is_ignored(rel_path, is_dir):
-            return False
+    def _held_back(self, rel_path: str) -> bool:
+        """For a path today's rules ignore: True to skip it, False when a restore's target
+        holds it (then it is read all the same)."""
         if self.target_holds is None or not self.target_holds(rel_path):
             return True
         self.forced.append(rel_path)
@@ -234,14 +233,14 @@ class Walker(FileReads):
         if S.S_ISDIR(mode):
             self._subdir(dfd, rel_path, rules, node, name, mode, old, full)
         elif S.S_ISREG(mode):
-            if self._ignored(rules, rel_path, False):
+            if rules.is_ignored(rel_path, False) and self._held_back(rel_path):   # (one call per file)
                 self._skipped(rel_path)
                 return
             entry = self.read_file(dfd, name, rel_path, st, node)
             if entry is not None:
                 tree[name] = entry
         elif S.S_ISLNK(mode):
-            if self._ignored(rules, rel_path, False):
+            if rules.is_ignored(rel_path, False) and self._held_back(rel_path):
                 self._skipped(rel_path)
                 return
             try:
