@@ -63,6 +63,47 @@ class ChangeRow:
         return cls(path=path, status=status, **{**sides, **fields})
 
 
+@dataclass
+class GitMove:
+    """HEAD or its branch elsewhere after a checkpoint than at it (at the next checkpoint, or
+    now for the newest): git state, never a changed path of the tree. `before_*` is the
+    checkpoint's, `after_*` the next one's; who moved it as a change's source is given
+    (`bash` with the commands, `external`, `unknown`)."""
+    before_head: str | None
+    before_branch: str | None
+    after_head: str | None
+    after_branch: str | None
+    source: str = "unknown"
+    tool: str | None = None
+    command: str | None = None
+    session_id: str | None = None
+
+    def text(self) -> str:
+        """The move in a few words: `branch main -> feature (HEAD 2c8cd3ac)`, `HEAD 2c8cd3ac ->
+        9f1e0b7a (on main)`, or both when both moved."""
+        def short(h):
+            return (h or "none")[:8]
+        branch_moved = self.before_branch != self.after_branch
+        head_moved = self.before_head != self.after_head
+        if branch_moved and not head_moved:
+            return f"branch {self.before_branch or '(detached)'} -> {self.after_branch or '(detached)'} " \
+                   f"(HEAD {short(self.after_head)})"
+        if head_moved and not branch_moved:
+            on = f"on {self.after_branch}" if self.after_branch else "detached"
+            return f"HEAD {short(self.before_head)} -> {short(self.after_head)} ({on})"
+        return (f"branch {self.before_branch or '(detached)'} -> {self.after_branch or '(detached)'}, "
+                f"HEAD {short(self.before_head)} -> {short(self.after_head)}")
+
+
+class Changes(list):
+    """The changes under a checkpoint (`ChangeRow`s, newest tree's paths), and its git move
+    (`git`: a `GitMove`, None when HEAD and branch stayed), which is not one of them."""
+
+    def __init__(self, rows=(), git: GitMove | None = None):
+        super().__init__(rows)
+        self.git = git
+
+
 @dataclass(frozen=True)
 class ToolWindow:
     """A tool call's window as the catalog holds it: opened by its Pre event, closed by its
@@ -168,6 +209,14 @@ A `WatchEvent` with its place in the watcher's stream (`seq`).""")
 PathEvent = record("PathEvent", "kind ts writer", """\
 A path's event as a scan's attribution reads it (path -> PathEvent): "c" once any of its
 events was, and the time and writer of the latest.""")
+
+ShellGit = record("ShellGit", "id git_pre tool command session_id", """\
+A shell window's git state when it opened (`git_pre`, project.git_mark), with its command:
+what its close compares to find a move of HEAD or branch (hooks/tools.py).""")
+
+GitMoveRow = record("GitMoveRow", "ts before after source tool command session_id", """\
+A move of HEAD or branch as the catalog holds it: when it was found, the git states before
+and after (project.git_mark), and who made it (a shell command's window).""")
 
 SessionProject = record("SessionProject", "project_id first_cwd", """\
 The project an agent's session belongs to, known from its first event, and the cwd of that

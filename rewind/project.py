@@ -86,6 +86,19 @@ def git_state(root: str) -> tuple[str | None, str | None]:
     return None, branch  # unborn branch
 
 
+def git_mark(root: str) -> str:
+    """The git state as one string a shell window keeps ("HEAD BRANCH", either part empty;
+    "" outside a repository), compared when the window closes (a move of HEAD or branch)."""
+    head, branch = git_state(root)
+    return "" if head is None and branch is None else f"{head or ''} {branch or ''}"
+
+
+def git_unmark(mark: str | None) -> tuple[str | None, str | None]:
+    """(HEAD, branch) from a `git_mark`."""
+    head, _, branch = (mark or "").partition(" ")
+    return head or None, branch or None
+
+
 @dataclass
 class Project:
     home: str

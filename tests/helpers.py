@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import json
 import os
 import shutil
 import threading
 import stat
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from rewind.capture.ignore import is_own_tmp
+from rewind.cli.replay import bundled_session, fill, replay
 from rewind.constants import COOKIE_PREFIX
 from rewind.project import open_project, resolve_root
 
@@ -274,3 +278,37 @@ def resume_with_mock(claude: str, harness, proj, config_dir, session_id: str, tm
     sent = [json.loads(line) for line in log.read_text().splitlines()]
     bodies = [json.dumps(s["body"]["messages"]) for s in sent if s.get("method") == "POST" and "body" in s]
     return [b for b in bodies if RESUME_PROMPT in b]
+
+
+def replayed_session(root: Path, tmp_path: Path, watch: str, prompts: list[list[tuple]], between=None) -> None:
+    """A session from the captured payloads' shapes: each prompt a list of ("write", path,
+    content) or ("bash", command) tool calls; `between(i)` runs before prompt i (a person's
+    work between prompts); the session stays open (no SessionEnd) so the last prompt's
+    changes are live."""
+    env = dict(os.environ, CLAUDE_PROJECT_DIR=str(root), REWIND_WATCH=watch)
+
+    def deliver(payload):
+        r = subprocess.run([*REWIND, "hook", "claude"], input=json.dumps(payload), env=env, cwd=root,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout == "", (payload["hook_event_name"], r.stdout, r.stderr)
+        if payload["hook_event_name"] == "SessionStart" and watch == "1":
+            wait_ready(root)
+
+    b = [fill(p, str(root), "s-replayed", str(tmp_path / "cfg")) for p in bundled_session()]
+    start, submit, write_pre, write_post, bash_pre, bash_post, stop = (b[i] for i in (0, 1, 2, 3, 6, 7, 8))
+    payloads = [copy.deepcopy(start)]
+    for i, calls in enumerate(prompts):
+        p = copy.deepcopy(submit)
+        p["prompt"], p["prompt_id"] = f"prompt {i + 1}", str(uuid.uuid4())
+        payloads.append(p)
+        for call in calls:
+            tool_use_id = f"toolu_{uuid.uuid4().hex[:16]}"
+            pair = (write_pre, write_post) if call[0] == "write" else (bash_pre, bash_post)
+            args = {"file_path": call[1], "content": call[2]} if call[0] == "write" else {"command": call[1]}
+            for template in pair:
+                q = copy.deepcopy(template)
+                q["tool_input"], q["tool_use_id"] = args, tool_use_id
+                payloads.append(q)
+        payloads.append(copy.deepcopy(stop))
+    prompt_no = iter(range(len(prompts)))
+    replay(payloads, deliver, between=(lambda _p: between(next(prompt_no))) if between else None)

@@ -137,18 +137,6 @@ def apply_observations(rows: list[ChangeRow], obs: dict[str, Source]) -> list[Ch
     return rows + extra
 
 
-def git_moved(prev: Checkpoint, cp: Checkpoint) -> bool:
-    return (prev.git_head, prev.git_branch) != (cp.git_head, cp.git_branch) and \
-        not (prev.git_head is None and cp.git_head is None)
-
-
-def git_row(prev: Checkpoint, head: str | None, branch: str | None, source: Source) -> ChangeRow:
-    """The change of HEAD or branch between two checkpoints, flagged `git`."""
-    return ChangeRow.placeholder(".git/HEAD", old_oid=prev.git_head, new_oid=head, source=source.source,
-                                 tool=source.tool, command=source.command, session_id=source.session_id,
-                                 flags=["git"])
-
-
 def fallback_rewind(project: Project, cp: Checkpoint, rows: list[ChangeRow]) -> None:
     """Without an observation, what a rewind's plan touched is `rewind`."""
     if cp.kind != "rewind":

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 
+from rewind.capture import gitmove
 from rewind.capture.attribution import (apply_observations, attribute_segment, fallback_rewind, flag_unrecorded,
                                         restored_authors)
 from rewind.capture.scan import ScanResult
 from rewind.capture.snapshot import TreeLoader, blob_binary, working_scan
 from rewind.errors import CorruptObject
-from rewind.model import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Changes, Checkpoint
 from rewind.project import Project
 from rewind.store.objects import Store
 from rewind.store.tree import FILE
@@ -61,18 +62,24 @@ def _file_binary(store: Store, oid: str, path: str) -> bool:
         return False
 
 
-def changes_under(project: Project, cp: Checkpoint, current: ScanResult | None = None) -> list[ChangeRow]:
-    """Changes under `cp`: stored when a later checkpoint exists, else live. A damaged tree
-    keeps its damage to itself: its live changes are unknown (empty, and the store
-    remembers the damage), and every other command goes on."""
-    if project.catalog.next_after(project.id, cp.number) is not None:
-        return project.catalog.changes(project.id, cp.number) or []
+def changes_under(project: Project, cp: Checkpoint, current: ScanResult | None = None) -> Changes:
+    """Changes under `cp`: stored when a later checkpoint exists, else live; with its git
+    move apart (`.git`), never one of the rows. A damaged tree keeps its damage to itself:
+    its live changes are unknown (empty, and the store remembers the damage), and every
+    other command goes on."""
+    nxt = project.catalog.next_after(project.id, cp.number)
+    if nxt is not None:
+        rows = project.catalog.changes(project.id, cp.number) or []
+        git = [r for r in rows if gitmove.is_git_row(r)]
+        return Changes([r for r in rows if not gitmove.is_git_row(r)],
+                       gitmove.stored(cp, nxt, git[0] if git else None))
     if not os.path.isdir(project.root):
         cp.stats = dict(cp.stats, changes_unknown="the project's directory is gone (moved?)")
-        return []
+        return Changes()
+    git = gitmove.live(project, cp)
     try:
-        return live_changes(project, cp, current)[0]
+        return Changes(live_changes(project, cp, current)[0], git)
     except CorruptObject as e:
         cp.stats = dict(cp.stats, changes_unknown=f"its tree is damaged ({e.digest[:12]}): "
                                                    "what changed after it is unknown")
-        return []
+        return Changes((), git)

@@ -35,9 +35,9 @@ from contextlib import contextmanager
 from rewind import config
 from rewind import clock
 from rewind.capture import dirty as dirtymod
-from rewind.capture.attribution import (apply_observations, attribute_segment, default_source,
-                                        fallback_rewind, flag_unrecorded, git_moved, git_row,
-                                        restored_authors)
+from rewind.capture import gitmove
+from rewind.capture.attribution import (apply_observations, attribute_segment, fallback_rewind,
+                                        flag_unrecorded, restored_authors)
 from rewind.capture.ignore import exclude_signature
 from rewind.capture.scan import ScanResult, scan, scan_dirty
 from rewind.capture.snapshot import Hinted, TreeLoader, binary_in, examined_by, keep_hints, project_clock
@@ -263,7 +263,6 @@ class WorkingCopy:
                 pairs = []
                 unknown = f"its tree is damaged ({e.digest[:12]}): what changed after it is unknown"
             rows = change_rows(pairs, binary_in(store), result.hardlinks)
-        last_ns = state.last_scan_ns or 0
         scan_start = scanned.scan_start
         upserts = result.cache_upserts
         if len(upserts) > 2 * STATCACHE_CHUNK:
@@ -279,9 +278,9 @@ class WorkingCopy:
                     fallback_rewind(project, prev, rows)
                     restored_authors(project, prev, rows)
                     flag_unrecorded(project.root, rows)
-                    if git_moved(prev, cp):
-                        source = default_source(project, catalog.open_windows(project.id), last_ns)
-                        rows.append(git_row(prev, cp.git_head, cp.git_branch, source))
+                    if gitmove.moved((prev.git_head, prev.git_branch), (cp.git_head, cp.git_branch)):
+                        by = gitmove.mover(project, prev.created_ns, cp.created_ns, (cp.git_head, cp.git_branch))
+                        rows.append(gitmove.git_row(prev, cp, by))
                 if checkpoint.pending is not None:
                     catalog.drop_pending(project.id, cp.number)     # its number was taken at the prompt
                 else:

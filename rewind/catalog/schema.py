@@ -253,6 +253,24 @@ MIGRATIONS = [
     );
     CREATE INDEX trash_batch ON trash(batch);
     """,
+    # 8: git state as git state: the git state a shell command found when it began
+    # (`git_pre`, "HEAD BRANCH"), and each move of HEAD or branch a command made, found
+    # when its window closed; a checkpoint's git move is read from them (capture/changes.py)
+    """
+    ALTER TABLE windows ADD COLUMN git_pre TEXT;
+    CREATE TABLE git_moves (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id INTEGER NOT NULL,
+        ts INTEGER NOT NULL,
+        before TEXT NOT NULL,
+        after TEXT NOT NULL,
+        source TEXT NOT NULL,
+        tool TEXT,
+        command TEXT,
+        session_id TEXT
+    );
+    CREATE INDEX git_moves_ts ON git_moves(project_id, ts);
+    """,
 ]
 
 

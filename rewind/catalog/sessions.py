@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from rewind.model import ChangeRow, SessionProject, ShellWindow, Source, ToolWindow
+from rewind.model import ChangeRow, GitMoveRow, SessionProject, ShellGit, ShellWindow, Source, ToolWindow
 
 
 class SessionsMixin:
@@ -52,12 +52,43 @@ class SessionsMixin:
     # -- tool windows ------------------------------------------------------------------
     def open_shell_window(self, project_id: int, agent: str, session_id: str, agent_id: str | None,
                           tool_use_id: str | None, tool: str, command: str | None, opened_ns: int,
-                          agent_pid: int | None, pid_mark: int | None, hook_pids: str) -> int:
-        """Inside a transaction: a shell command's window. Returns its id."""
+                          agent_pid: int | None, pid_mark: int | None, hook_pids: str,
+                          git_pre: str | None = None) -> int:
+        """Inside a transaction: a shell command's window (`git_pre`: the git state it
+        found, project.git_mark). Returns its id."""
         return self.db.execute("INSERT INTO windows(project_id, agent, session_id, agent_id, tool_use_id, tool, kind,"
-                               " command, opened_ns, agent_pid, pid_mark, hook_pids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                               " command, opened_ns, agent_pid, pid_mark, hook_pids, git_pre)"
+                               " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                (project_id, agent, session_id, agent_id, tool_use_id, tool, "bash",
-                                command, opened_ns, agent_pid, pid_mark, hook_pids)).lastrowid
+                                command, opened_ns, agent_pid, pid_mark, hook_pids, git_pre)).lastrowid
+
+    def shell_git(self, window_ids: list[int]) -> list[ShellGit]:
+        """The git state each of these shell windows found when it opened (None: not read)."""
+        if not window_ids:
+            return []
+        marks = ",".join("?" * len(window_ids))
+        return [ShellGit._make(r) for r in self.db.execute(
+            f"SELECT id, git_pre, tool, command, session_id FROM windows WHERE id IN ({marks}) "
+            "AND git_pre IS NOT NULL ORDER BY id", window_ids)]
+
+    def add_git_move(self, project_id: int, ts: int, before: str, after: str, source: str,
+                     tool: str | None, command: str | None, session_id: str | None) -> None:
+        """Inside a transaction: a move of HEAD or branch, from `before` to `after` (git marks)."""
+        self.db.execute("INSERT INTO git_moves(project_id, ts, before, after, source, tool, command, session_id)"
+                        " VALUES (?,?,?,?,?,?,?,?)", (project_id, ts, before, after, source, tool, command,
+                                                       session_id))
+
+    def git_moves(self, project_id: int, since_ns: int, until_ns: int | None = None) -> list[GitMoveRow]:
+        """The moves of HEAD or branch found from `since_ns` (until before `until_ns`), oldest first."""
+        return [GitMoveRow._make(r) for r in self.db.execute(
+            "SELECT ts, before, after, source, tool, command, session_id FROM git_moves WHERE project_id=? "
+            "AND ts >= ? AND (? IS NULL OR ts < ?) ORDER BY seq", (project_id, since_ns, until_ns, until_ns))]
+
+    def open_shell_git(self, project_id: int) -> list[ShellGit]:
+        """The open shell windows that read the git state when they opened."""
+        return [ShellGit._make(r) for r in self.db.execute(
+            "SELECT id, git_pre, tool, command, session_id FROM windows WHERE project_id=? AND kind='bash' "
+            "AND closed_ns IS NULL AND git_pre IS NOT NULL ORDER BY id", (project_id,))]
 
     def open_tool_window(self, project_id: int, agent: str, session_id: str, agent_id: str | None,
                          tool_use_id: str | None, tool: str, target: str, opened_ns: int) -> None:
@@ -190,8 +221,8 @@ class SessionsMixin:
 
     def prune_history(self, project_id: int, before_ns: int) -> int:
         """Inside a transaction: rows no kept checkpoint needs any more that are older than
-        `before_ns`: closed tool windows the last scan already accounted for, pre-images
-        and observations taken before any checkpoint. Returns rows removed."""
+        `before_ns`: closed tool windows the last scan already accounted for, pre-images,
+        observations taken before any checkpoint, and git moves. Returns rows removed."""
         db = self.db
         last_scan = self.state(project_id)[1]
         n = db.execute("DELETE FROM windows WHERE project_id=? AND closed_ns IS NOT NULL AND "
@@ -200,6 +231,7 @@ class SessionsMixin:
                         (project_id, before_ns)).rowcount
         n += db.execute("DELETE FROM observations WHERE project_id=? AND base IS NULL AND ts < ?",
                         (project_id, before_ns)).rowcount
+        n += db.execute("DELETE FROM git_moves WHERE project_id=? AND ts < ?", (project_id, before_ns)).rowcount
         return n
 
     def shell_commands(self, project_id: int, since_ns: int) -> list[tuple]:

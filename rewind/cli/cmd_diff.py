@@ -17,7 +17,7 @@ from rewind.cli.ids import IdSpec, complete_id, parse_second_id
 from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
 from rewind.cli.pending_view import LOOK_WAIT_S
 from rewind.errors import CorruptObject, RewindError
-from rewind.store.tree import LARGE, LINK, Entry
+from rewind.store.tree import DIR, LARGE, LINK, Entry
 from rewind.store.treediff import change_rows, diff_trees, path_filter
 from rewind.structs import record
 
@@ -27,7 +27,7 @@ text and the lines it adds and removes.""")
 
 
 def _content(project, entry: Entry | None, path: str, from_disk: bool) -> bytes | None:
-    if entry is None:
+    if entry is None or entry.kind == DIR:
         return b""
     if entry.kind == LARGE:
         return None
@@ -52,6 +52,16 @@ def unified(project, path: str, old: Entry | None, new: Entry | None, new_on_dis
     a = _content(project, old, path, False)
     b = _content(project, new, path, new_on_disk)
     head = f"diff {label}\n"
+    if (old and old.kind == DIR) or (new and new.kind == DIR):
+        # a directory's content is its entries, each a path of its own: nothing to show here
+        # (its tree object is rewind's, never the person's text)
+        def what(e: Entry) -> str:
+            return "directory" if e.kind == DIR else "symlink" if e.kind == LINK else "file"
+        if old is None:
+            return head + f"(new {what(new)})\n", 0, 0
+        if new is None:
+            return head + f"({what(old)} removed)\n", 0, 0
+        return head + f"({what(old)} -> {what(new)})\n", 0, 0
     if (old and old.kind == LINK) or (new and new.kind == LINK):
         lines = []
         if old is not None:

@@ -32,6 +32,8 @@ def register(app: typer.Typer) -> None:
         render.out(f"Checkpoint {cp.number} is commit {got['commit'][:12]} at {got['ref']}"
                    + (f" and branch {got['branch']}" if got["branch"] else "") + ".")
         render.out(f"  git show --stat {got['ref']}    git diff HEAD {got['ref']}    git checkout {got['ref']} -- PATH")
+        if got["parent_note"]:
+            render.err(f"note: {got['parent_note']}: its parent is HEAD's commit instead")
         if got["left_out"]:
             render.err(f"note: {len(got['left_out'])} file(s) too large to be stored are not in it: "
                        + ", ".join(got["left_out"][:5]))

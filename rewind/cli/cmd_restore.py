@@ -14,7 +14,7 @@ from rewind.cli.list_view import describe
 from rewind.cli.options import CheckpointArg, ProjectOpt, YesOpt
 from rewind.cli.options import JsonOpt
 from rewind.cli.restore_view import (changed, confirm, forked_text, left_alone, paths_phrase, plan_json, present,
-                                     print_plan, say_rewound, view_of)
+                                     print_plan, rewind_scope, say_rewound, view_of)
 from rewind.errors import RewindError, UndoUnavailable
 from rewind.history.restore import restore, undo
 from rewind.history.restore_plan import RestorePlan, held_by, plan_for_display, unmatched
@@ -49,7 +49,7 @@ def _to_now(project, target, paths, given, title: str, conversation: str, cross_
     def show(plan, current) -> None:
         _check_paths(project, target, current, paths, given)
         if not (plan.empty and not plan.skipped):
-            present(project, plan, title, current)
+            present(project, plan, title, current, view_of(project, plan, current, only=paths))
     result = _restore_with_progress(project, target, paths, before_apply=show, skip_if_empty=True,
                                     cross_mounts=cross_mounts)
     if result.safety is None:
@@ -94,7 +94,7 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
         current = working_scan(project, held_by(project, target, paths))
         _check_paths(project, target, current, paths, given)
         plan = plan_for_display(project, target, paths, current, cross_mounts)
-        view = view_of(project, plan, current)
+        view = view_of(project, plan, current, only=paths)
         if dry_run:
             if as_json:
                 render.emit_json(plan_json(project, plan, view, "to", {"only": paths}))
@@ -156,8 +156,8 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
                     render.emit_json(plan_json(project, plan, view, "undo",
                                                {"undoes": {"rewind_to": target_number, "safety": safety_number}}))
                     return
-                title = (f"Undo the rewind to checkpoint {target_number}: put back what checkpoint "
-                         f"{safety_number} holds")
+                title = (f"Undo the rewind {rewind_scope(safety)}to checkpoint {target_number}: put back what "
+                         f"checkpoint {safety_number} holds")
                 if dry_run:
                     print_plan(project, plan, title, current, view)
                     render.out("Dry run: nothing changed; `rewind undo` does it.")

@@ -10,7 +10,7 @@ from rewind.capture.changes import changes_under
 from rewind.cli import render
 from rewind.cli.common import project_for, resolve_checkpoint
 from rewind.cli.json_shapes import checkpoint_json
-from rewind.cli.list_view import describe, restored_text
+from rewind.cli.list_view import describe, git_line, restored_text
 from rewind.cli.options import CheckpointArg, JsonOpt, NoPagerOpt, ProjectOpt
 from rewind.cli.pending_view import first_scan_lines, is_pending, pending_lines
 from rewind.model import ChangeRow
@@ -60,6 +60,8 @@ def show(spec, project_dir: Optional[str], as_json: bool) -> None:
                    "(`rewind verify` says more)")
     else:
         render.out(f"changes after it, until {until}: {len(changes)}")
+    if getattr(changes, "git", None) is not None:
+        render.out(f"git moved: {git_line(changes.git)}")
     unrecorded = [c.path for c in changes if "unrecorded" in c.flags]
     if unrecorded:
         render.out(f"unrecorded: {len(unrecorded)} of them still on disk, no longer recorded (the ignore "

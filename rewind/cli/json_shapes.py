@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rewind.model import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Checkpoint, GitMove
 from rewind.store.tree import DIR, FILE, LARGE, LINK
 
 KIND_NAMES = {FILE: "file", DIR: "dir", LINK: "symlink", LARGE: "file"}
@@ -26,9 +26,22 @@ def change_json(c: ChangeRow) -> dict:
 
 
 def summary(changes: list[ChangeRow]) -> dict:
+    flags = Counter(f for c in changes for f in c.flags)
+    if getattr(changes, "git", None) is not None:
+        flags["git"] += 1               # git state moved: a flag of the checkpoint, not a change
     return {"changes": len(changes),
             "sources": dict(Counter(c.source for c in changes)),
-            "flags": dict(Counter(f for c in changes for f in c.flags))}
+            "flags": dict(flags)}
+
+
+def git_json(move: GitMove | None) -> dict | None:
+    """A checkpoint's git move: HEAD and branch at it and after it, and who moved them."""
+    if move is None:
+        return None
+    return {"before": {"head": move.before_head, "branch": move.before_branch},
+            "after": {"head": move.after_head, "branch": move.after_branch},
+            "source": move.source, "tool": move.tool, "command": move.command, "session_id": move.session_id,
+            "text": move.text()}
 
 
 def checkpoint_json(cp: Checkpoint, changes: list[ChangeRow] | None = None,
@@ -52,6 +65,7 @@ def checkpoint_json(cp: Checkpoint, changes: list[ChangeRow] | None = None,
     if project is not None:
         out["project"] = project
     if changes is not None:
+        out["git"] = git_json(getattr(changes, "git", None))
         if with_summary:
             out["summary"] = summary(changes)
         else:

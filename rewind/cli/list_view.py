@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from rewind.cli import render
-from rewind.model import ChangeRow, Checkpoint
+from rewind.model import ChangeRow, Changes, Checkpoint, GitMove
 
 # what a reader must notice, in the order badges are shown
 BADGES = (("bash", "bash", "yellow"), ("external", "external", "magenta"),
@@ -33,6 +33,8 @@ def badges(changes: list[ChangeRow], sources: bool = True) -> list[tuple[str, st
     external badges, for a view that prints counts_text beside them (`3 bash` already says it)."""
     seen = {c.source for c in changes} if sources else set()
     flags = {f for c in changes for f in c.flags}
+    if getattr(changes, "git", None) is not None:
+        flags.add("git")
     return [(label, style) for key, label, style in BADGES if key in seen or key in flags]
 
 
@@ -72,7 +74,8 @@ def fold_line(number: int, folded: list[tuple[Checkpoint, list[ChangeRow]]]) -> 
     undos = [str(cp.number) for cp, _ in folded if cp.restore_target != number]
     notes = [f"{', '.join(undos)} {'an undo' if len(undos) == 1 else 'undos'}"] if undos else []
     notes.append(f"newest {render.age(folded[-1][0].created_at)}")
-    changes = [c for _, under in folded for c in under]
+    changes = Changes([c for _, under in folded for c in under],
+                      next((u.git for _, u in folded if getattr(u, "git", None) is not None), None))
     others = [c for c in changes if c.source != "rewind"]
     if others:
         notes.append(f"then {counts_text(others)}")
@@ -94,3 +97,15 @@ def restored_text(r: dict) -> str:
     elif by is None:
         return f"put back from checkpoint {r.get('checkpoint')}, written before its history"
     return f"put back from checkpoint {r.get('checkpoint')}, written by {by}"
+
+
+def git_line(move: GitMove) -> str:
+    """A git move and who made it, one line: `branch main -> feature (HEAD 2c8cd3ac), by bash:
+    git checkout -b feature`."""
+    if move.source == "bash" and move.command:
+        by = f"bash: {render.short(move.command, 60)}"
+    elif move.source == "external":
+        by = "someone other than the agent"
+    else:
+        by = move.source
+    return f"{render.safe(move.text())}, by {by}"

@@ -21,10 +21,10 @@ from __future__ import annotations
 from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import TreeLoader, working_scan
 from rewind.cli import pending_view, render
-from rewind.cli.list_view import describe
+from rewind.cli.list_view import describe, git_line
 from rewind.cli.pending_view import is_pending, with_pending
 from rewind.cli.restore_view import (forked_text, left_alone, not_undone_lines, paths_phrase, rewound_text, view_of,
-                                     who)
+                                     who_all)
 from rewind.errors import ConversationUnavailable, RewindError
 from rewind.history.conversation import fork
 from rewind.history.restore import restore
@@ -42,6 +42,16 @@ class Restored:
     once the terminal is back)."""
     target: Checkpoint
     plan: RestorePlan
+
+
+GIT_KEY = "\0git"      # the changes table's row for a git move (no path of the tree has a NUL)
+
+
+def git_by(move) -> str:
+    """Who moved git state, as `by` says it for a change."""
+    if move.source == "bash" and move.command:
+        return f"bash: {render.short(move.command, 30)}"
+    return move.source
 
 
 def by(row) -> str:
@@ -68,7 +78,7 @@ def conversation_refusal(cp) -> str | None:
 def plan_text(project, cp, plan, paths, working) -> tuple[list[str], list[str]]:
     """The dialog's plan (title, operations, what the agent did not write) and the paths in it
     last changed by someone other than the agent."""
-    view = view_of(project, plan, working)
+    view = view_of(project, plan, working, only=paths)
     scope = f"only {', '.join(render.display_path(p) for p in paths)} " if paths else ""
     lines = [f"Rewind {scope}to checkpoint {cp.number}: {describe(cp)}"] + ([""] if plan.ops or plan.skipped else [])
     lines += [f"  {op.action:<7} {render.display_path(op.path)}" for op in plan.ops[:PLAN_LINES]]
@@ -80,9 +90,9 @@ def plan_text(project, cp, plan, paths, working) -> tuple[list[str], list[str]]:
     # by who wrote it first), and what it will not undo
     not_agent = [op.path for op in plan.overwrites() if op.path in view.marks]
     if not_agent:
-        lines += ["", f"{len(not_agent)} of them {'was' if len(not_agent) == 1 else 'were'} last changed by "
+        lines += ["", f"{len(not_agent)} of them {'holds' if len(not_agent) == 1 else 'hold'} changes by "
                       "someone other than the agent:"]
-        lines += [f"  {render.display_path(p)}  last changed by: {who(view.latest.get(p))}  <- {view.marks[p]}"
+        lines += [f"  {render.display_path(p)}  {who_all(view.authors.get(p))}  <- {view.marks[p]}"
                   for p in not_agent[:PLAN_LINES]]
     effects = not_undone_lines(view.effects, PLAN_LINES)
     return lines + ([""] + effects if effects else []), not_agent
@@ -228,10 +238,18 @@ def run_picker(project):
             for r in self.rows:
                 table.add_row({"added": "A", "modified": "M", "deleted": "D"}[r.status],
                               Text(render.display_path(r.path)), Text(by(r)), key=r.path)
-            self.show_diff(self.rows[0].path if self.rows else None)
+            move = getattr(self.rows, "git", None)
+            if move is not None:         # git state: a row of its own, after the tree's changes
+                table.add_row("G", Text(f"git: {move.text()}"), Text(git_by(move)), key=GIT_KEY)
+            self.show_diff(self.rows[0].path if self.rows else GIT_KEY if move is not None else None)
 
         def show_diff(self, path) -> None:
             pane = self.query_one("#diff", Static)
+            move = getattr(self.rows, "git", None)
+            if path == GIT_KEY and move is not None:
+                pane.update(Text(f"git moved: {git_line(move)}\n\nHEAD and branches are git state, not files "
+                                 "of the tree: a restore leaves them where they are."))
+                return
             if path is None or path not in self.pairs:
                 pane.update(Text("no changes after this checkpoint" if not self.rows else ""))
                 return
@@ -270,6 +288,10 @@ def run_picker(project):
             path = self._selected_path()
             if path is not None:
                 self._restore([path])
+            elif getattr(self.rows, "git", None) is not None and self.query_one("#changes", DataTable).cursor_row \
+                    == len(self.rows):
+                self.notify("git state is not a file: a restore leaves HEAD and branches where they are "
+                            "(`git switch` or `git reset` moves them)")
 
         def _restore(self, paths) -> None:
             cp = self.current

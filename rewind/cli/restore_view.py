@@ -46,6 +46,34 @@ def latest_changes(project, since: int, paths: set[str], current=None, changes=N
     return found
 
 
+def authors_since(project, since: int, paths: set[str], current=None, changes=None) -> dict[str, list[ChangeRow]]:
+    """For each path, every recorded change after checkpoint `since`, oldest first: whose
+    content a restore to `since` overwrites (the person's edit, then the agent's, ...)."""
+    found: dict[str, list[ChangeRow]] = {}
+    for cp, rows in (changes if changes is not None else changes_since(project, since, current)):
+        for row in rows:
+            if row.path in paths:
+                found.setdefault(row.path, []).append(row)
+    for rows in found.values():
+        rows.reverse()
+    return found
+
+
+def who_all(rows: list[ChangeRow] | None) -> str:
+    """Who changed a path since the target, oldest first (`last changed by: tool (Write)`, or
+    `changed by: external, then tool (Edit)`): each author whose content is overwritten."""
+    if not rows:
+        return "last changed by: unknown"
+    names: list[str] = []
+    # a restore's content is its author's: only the last one, if a restore came last, says more
+    rows = [r for r in rows[:-1] if r.source != "rewind"] + rows[-1:]
+    for row in rows:
+        name = who(row)
+        if not names or names[-1] != name:
+            names.append(name)
+    return f"last changed by: {names[0]}" if len(names) == 1 else f"changed by: {', then '.join(names)}"
+
+
 def author(row: ChangeRow) -> tuple[str | None, str | None]:
     """(source, session) of whoever wrote the content now at the path: for a restore's
     change, the author of the content it put back (when known)."""
@@ -77,6 +105,7 @@ class PlanView:
     undo) who wrote the content it puts back."""
     changes: list
     latest: dict
+    authors: dict                   # path -> every change since the target, oldest first
     effects: list
     put_back: dict                  # path -> the change that wrote the content put back (undo)
     undo: bool = False
@@ -85,12 +114,17 @@ class PlanView:
     marks: dict = field(default_factory=dict)
 
 
-def view_of(project, plan: RestorePlan, current=None, undo: bool = False, rewound_to=None) -> PlanView:
+def view_of(project, plan: RestorePlan, current=None, undo: bool = False, rewound_to=None,
+            only: list[str] | None = None) -> PlanView:
     """`rewound_to`: for an undo, the checkpoint the rewind it undoes went to (what the
-    rewind wrote is that checkpoint's; a path holding something else changed since)."""
+    rewind wrote is that checkpoint's; a path holding something else changed since).
+    `only`: a restore of these paths, which leaves everything else as it is, git state and
+    what commands did elsewhere included: no "will not undo" section (it would list what
+    has nothing to do with the paths)."""
     changes = changes_since(project, plan.target.number, current)
     paths = {path for path, _, _ in plan.rows()}
     latest = latest_changes(project, plan.target.number, paths, current, changes) if paths else {}
+    authors = authors_since(project, plan.target.number, paths, current, changes) if paths else {}
     put_back = {}
     for path, action, op in plan.rows():
         if action in ("write", "symlink", "replace", "mkdir", "chmod"):
@@ -100,14 +134,16 @@ def view_of(project, plan: RestorePlan, current=None, undo: bool = False, rewoun
     marks = {}
     if not undo:
         for op in plan.overwrites():
-            row = latest.get(op.path)
-            source, session = author(row) if row is not None else (None, None)
-            other_session = (row is not None and source in ("tool", "bash") and plan.target.session_id
-                             and session and session != plan.target.session_id)
-            if other_session:
-                marks[op.path] = "another session"
-            elif row is None or source not in AGENT_SOURCES:
+            # every author whose content it overwrites counts, not only the last one: the
+            # person's line in a file the agent edited again afterwards is still the person's
+            rows = authors.get(op.path) or [None]
+            who_wrote = [author(row) if row is not None else (None, None) for row in rows]
+            if any(source not in AGENT_SOURCES for source, _ in who_wrote):
                 marks[op.path] = "not written by the agent"
+            elif plan.target.session_id and any(source in ("tool", "bash") and session
+                                                and session != plan.target.session_id
+                                                for source, session in who_wrote):
+                marks[op.path] = "another session"
     elif rewound_to is not None:
         load = TreeLoader(project.store, current.trees if current is not None else {})
         for path, _, op in plan.rows():
@@ -115,7 +151,8 @@ def view_of(project, plan: RestorePlan, current=None, undo: bool = False, rewoun
             now = op.old
             if (was is None) != (now is None) or (was is not None and (was.kind, was.oid) != (now.kind, now.oid)):
                 marks[path] = "changed since the rewind"
-    return PlanView(changes, latest, not_undone(project, plan.target, changes), put_back, undo, marks)
+    effects = [] if only else not_undone(project, plan.target, changes)
+    return PlanView(changes, latest, authors, effects, put_back, undo, marks)
 
 
 def wrote(row: ChangeRow | None) -> str:
@@ -174,7 +211,7 @@ def _overwritten(plan: RestorePlan, view: PlanView) -> list[str]:
     width = _width(op.path for op in over[:200])
     for op in over[:200]:
         mark = view.marks.get(op.path)
-        render.out(f"  {render.display_path(op.path).ljust(width)}  last changed by: {who(view.latest.get(op.path))}"
+        render.out(f"  {render.display_path(op.path).ljust(width)}  {who_all(view.authors.get(op.path))}"
                    + (f"   <- {mark}" if mark else ""))
     if len(over) > 200:
         render.out(f"  … and {len(over) - 200} more")
@@ -244,7 +281,7 @@ def present(project, plan: RestorePlan, title: str, current, view: PlanView | No
     view = view or view_of(project, plan, current)
     not_agent = print_plan(project, plan, title, current, view)
     if not_agent and not view.undo:
-        render.out(f"{len(not_agent)} of them {'was' if len(not_agent) == 1 else 'were'} last changed by "
+        render.out(f"{len(not_agent)} of them {'holds' if len(not_agent) == 1 else 'hold'} changes by "
                    "someone other than the agent (you, another session or process).")
     render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
     return not_agent
@@ -271,7 +308,10 @@ def plan_json(project, plan: RestorePlan, view: PlanView, action: str, extra: di
     for path, act, op in plan.rows():
         now = view.latest.get(path)
         back = view.put_back.get(path)
+        since = [who_json(r) for r in view.authors.get(path, [])] if path in over else []
         paths.append({"path": path, "action": act, "overwrites": path in over, "notice": view.marks.get(path),
+                      # every change since the target whose content it overwrites, oldest first
+                      "authors": since,
                       "kind": KIND_NAMES[(op.entry or op.old).kind] if (op.entry or op.old) else None,
                       "current_author": who_json(now, under.get(path)),
                       "restored_author": (None if back is None or act in ("delete", "rmdir") else
@@ -345,3 +385,11 @@ def left_alone(plan: RestorePlan, what: str, again: str) -> None:
     raise PathsChangedDuringRestore(f"{len(plan.left)} path(s) changed while {what} ran, after its safety checkpoint: "
                                     "left as they are, everything else was done",
                                     hint=f"`{again}` finishes it (their new content is saved first)")
+
+
+def rewind_scope(safety) -> str:
+    """`of README.md ` when the rewind a safety checkpoint was taken for restored only some
+    paths (its message says so, history/restore.py), else ``."""
+    import re
+    m = re.fullmatch(r"before rewind of (.+) to \d+", safety.message or "")
+    return f"of {render.safe(m.group(1))} " if m else ""

@@ -2,7 +2,7 @@
 
 A restore puts files back. It cannot take back what happened elsewhere after the checkpoint:
 - an edit tool's write outside the project (changes flagged `outside`: never captured);
-- a git move (changes flagged `git`: HEAD and branches stay where they are);
+- a git move (the checkpoint's `git`: HEAD and branches stay where they are);
 - shell commands whose effects may live outside the tree. `classify` is a small, explicit
   list over the command line the agent's shell tool ran (the `command` of its window):
 
@@ -11,7 +11,7 @@ A restore puts files back. It cannot take back what happened elsewhere after the
   | network   | curl, wget, ssh, scp, sftp, ftp, nc, telnet, http/https (HTTPie), gh; rsync to a host (`host:path`, `rsync://`) |
   | publish   | npm/yarn/pnpm publish, twine upload, cargo publish, gem push, poetry/flit/hatch/uv publish |
   | install   | pip/pip3/uv pip install (and `python -m pip install`), npm/pnpm/yarn install -g / global add, apt/apt-get/dnf/yum/brew install, cargo/go/gem install |
-  | git       | git push, commit, tag, fetch, pull, merge, rebase, reset, checkout, switch, branch, stash, cherry-pick, revert, am, remote |
+  | git       | git push, fetch, pull, tag, branch, stash, remote (not their read-only forms: `branch --show-current`, `tag -l`, `stash list`, `remote -v`); commit, checkout, switch, reset, merge, rebase, cherry-pick, revert and am are the git move they made, if any |
   | container | docker, podman, nerdctl, docker-compose, kubectl, helm (but their read-only ps/images/logs/inspect/get/describe/version) |
   | database  | psql, mysql, mariadb, mongosh, mongo, redis-cli; sqlite3 on a file outside the project; migrations: alembic, `manage.py migrate`, django-admin migrate, prisma migrate / db push, rails/rake db:*, flask db, knex/sequelize migrate, dbmate, flyway, liquibase, goose, diesel migration, sqlx migrate |
   | cloud     | aws, gcloud, az, terraform apply/destroy/import, pulumi up/destroy |
@@ -51,8 +51,14 @@ _PUBLISH = {("npm", "publish"), ("yarn", "publish"), ("pnpm", "publish"), ("twin
 _INSTALL = {("pip", "install"), ("pip3", "install"), ("apt", "install"), ("apt-get", "install"),
             ("dnf", "install"), ("yum", "install"), ("brew", "install"), ("cargo", "install"),
             ("go", "install"), ("gem", "install")}
-_GIT = {"push", "commit", "tag", "fetch", "pull", "merge", "rebase", "reset", "checkout", "switch",
-        "branch", "stash", "cherry-pick", "revert", "am", "remote"}
+# not commit, merge, rebase, reset, checkout, switch, cherry-pick, revert, am: what they leave
+# outside the tree is where HEAD and the branch point, which the checkpoint's git move says
+# (with the command that made it); when nothing moved, they left nothing
+_GIT = {"push", "tag", "fetch", "pull", "branch", "stash", "remote"}
+# read-only forms: `git branch --show-current`, `git tag -l`, `git stash list`, `git remote -v`
+_GIT_BRANCH_WRITES = {"-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-f", "--force",
+                      "-u", "--set-upstream-to", "--unset-upstream", "--edit-description", "-t", "--track"}
+_GIT_TAG_WRITES = {"-d", "--delete", "-a", "--annotate", "-s", "--sign", "-f", "--force", "-m", "-F"}
 _CONTAINER = {"docker", "podman", "nerdctl", "docker-compose", "kubectl", "helm"}
 _CONTAINER_READ = {"ps", "images", "logs", "inspect", "get", "describe", "version", "info", "top", "--version",
                    "--help", "help"}
@@ -144,8 +150,8 @@ def _one(words: list[str], root: str | None) -> tuple[str, str] | None:
     if name == "uv" and args[:2] == ["pip", "install"]:
         return "install", "uv pip install"
     if name == "git":
-        sub = _git_subcommand(args)
-        return ("git", f"git {sub}") if sub in _GIT else None
+        sub, rest = _git_subcommand(args)
+        return ("git", f"git {sub}") if sub in _GIT and not _git_reads(sub, rest) else None
     if name in _NETWORK:
         return "network", name
     if name == "rsync":
@@ -176,7 +182,8 @@ def _one(words: list[str], root: str | None) -> tuple[str, str] | None:
     return None
 
 
-def _git_subcommand(args: list[str]) -> str | None:
+def _git_subcommand(args: list[str]) -> tuple[str | None, list[str]]:
+    """(the subcommand, its arguments) of git's arguments (its own options looked through)."""
     i = 0
     while i < len(args):
         a = args[i]
@@ -185,8 +192,25 @@ def _git_subcommand(args: list[str]) -> str | None:
         elif a.startswith("-"):
             i += 1
         else:
-            return a
-    return None
+            return a, args[i + 1:]
+    return None, []
+
+
+def _git_reads(sub: str, rest: list[str]) -> bool:
+    """Whether a git subcommand only reads (lists branches, tags, stashes, remotes): no effect."""
+    # `>`, `2>&1` and what follows are the shell's, not git's
+    rest = [a for a in rest if not a[:1] in "<>" and not a[:2] in ("1>", "2>", "&>")]
+    positional = [a for a in rest if not a.startswith("-")]
+    if sub == "branch":
+        return ("--list" in rest or "-l" in rest or "--show-current" in rest or not positional) and \
+            not any(a in _GIT_BRANCH_WRITES or a.startswith("--set-upstream-to=") for a in rest)
+    if sub == "tag":
+        return ("--list" in rest or "-l" in rest or not positional) and not any(a in _GIT_TAG_WRITES for a in rest)
+    if sub == "stash":
+        return bool(positional) and positional[0] in ("list", "show")
+    if sub == "remote":
+        return not positional or positional[0] in ("show", "get-url")
+    return False
 
 
 def _outside(path: str, root: str | None) -> bool:
@@ -230,20 +254,19 @@ def not_undone(project, target: Checkpoint, changes: list[tuple[Checkpoint, list
     found: list[Effect] = []
     seen: set[tuple[int, str]] = set()
     for cp, rows in changes:
+        move = getattr(rows, "git", None)
+        if move is not None:
+            by = (f", by `{move.command}`" if move.source == "bash" and move.command else
+                  ", by someone other than the agent" if move.source == "external" else "")
+            found.append(Effect(cp.number, "git", f"git {move.text()}{by}: HEAD and branches stay where they are",
+                                command=move.command, source=move.source, tool=move.tool,
+                                session_id=move.session_id))
         for row in rows:
             if "outside" in row.flags:
                 by = f" ({row.tool})" if row.tool else ""
                 found.append(Effect(cp.number, "outside", f"a write outside the project{by}: {row.path}",
                                     path=row.path, command=row.command, source=row.source, tool=row.tool,
                                     session_id=row.session_id))
-            elif "git" in row.flags:
-                moved = f"{(row.old_oid or '?')[:8]} -> {(row.new_oid or '?')[:8]}"
-                by = f", by `{row.command}`" if row.command else ""
-                found.append(Effect(cp.number, "git", f"git HEAD moved ({moved}{by}): HEAD and branches stay "
-                                                      "where they are", path=row.path, command=row.command,
-                                    source=row.source, tool=row.tool, session_id=row.session_id))
-                if row.command:
-                    seen.add((cp.number, row.command))
     numbers = sorted((cp.number, cp.created_ns) for cp, _ in changes)
     commands = [(opened_ns, session_id, tool, command)
                 for opened_ns, session_id, tool, command in project.catalog.shell_commands(project.id, target.created_ns)]

@@ -3,7 +3,9 @@
 Written with gitpython into the project's repository under `refs/rewind/<n>` (and, if asked,
 a new branch). HEAD, the index, the work tree and existing branches are never touched: the
 objects are added to the object database and a ref is pointed at the commit. The commit's
-parent is HEAD's commit at export time, when there is one. Git cannot hold what rewind
+parent is the commit HEAD was on when the checkpoint was taken (so `git diff` against its
+parent is what changed since that commit, wherever HEAD is now); HEAD's commit when that
+one is gone from the repository, and none on an unborn branch. Git cannot hold what rewind
 keeps apart: an empty directory has no entry in a git checkout, and a file rewind did not
 store (too large) is left out and listed.
 """
@@ -64,11 +66,17 @@ def export(project: Project, cp: Checkpoint, branch: str | None = None) -> dict:
         return odb.store(IStream(b"tree", len(data), io.BytesIO(data))).binsha
 
     tree = git.Tree(repo, write_tree(cp.tree, ""))
-    parents = []
-    try:
-        parents = [repo.head.commit]
-    except ValueError:
-        pass   # an unborn branch: a root commit
+    parents, parent_note = [], None
+    if cp.git_head:
+        try:
+            parents = [repo.commit(cp.git_head)]
+        except (ValueError, git.BadName, git.BadObject):
+            parent_note = f"the checkpoint's commit {cp.git_head[:12]} is no longer in the repository"
+    if not parents:
+        try:
+            parents = [repo.head.commit]
+        except ValueError:
+            pass   # an unborn branch: a root commit
     first = (cp.message or "").strip().splitlines()[0][:72] if cp.message else ""
     message = (f"rewind checkpoint {cp.number}: {first or cp.kind}\n\n"
                f"Checkpoint {cp.number} ({cp.kind}) of {project.root}, taken {cp.created_at}"
@@ -79,4 +87,5 @@ def export(project: Project, cp: Checkpoint, branch: str | None = None) -> dict:
     git.Reference.create(repo, ref, commit, force=True)
     if branch is not None:
         git.Reference.create(repo, f"refs/heads/{branch}", commit, force=False)
-    return {"commit": commit.hexsha, "ref": ref, "branch": branch, "left_out": left_out}
+    return {"commit": commit.hexsha, "ref": ref, "branch": branch, "left_out": left_out,
+            "parent": parents[0].hexsha if parents else None, "parent_note": parent_note}

@@ -101,7 +101,7 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
             with project.catalog.durable():
                 safety = wc.commit(wc.scan(Scan.nothing()), Commit(
                     "rewind", restore_target=target.number, settings=None,
-                    message=("undo" if is_undo else f"before rewind to {target.number}")))
+                    message=("undo" if is_undo else f"before rewind {_of(paths)}to {target.number}")))
                 with project.catalog.transaction():
                     project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
                                                    plan.touched(), iso_now())
@@ -238,3 +238,11 @@ def undo(project: Project, lock_timeout: float = LOCK_TIMEOUT_S, cross_mounts: b
     with project.catalog.transaction():
         project.catalog.mark_undone(restore_id)
     return UndoResult(target_number, result.safety, result.plan, result.done)
+
+
+def _of(paths: list[str] | None) -> str:
+    """`of README.md ` for a restore of some paths only (the safety checkpoint says so)."""
+    if not paths:
+        return ""
+    shown = ", ".join(p or "." for p in paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return f"of {shown} "

@@ -17,7 +17,7 @@ from rewind.errors import StoreLocked
 from rewind.fsutil import read_fd
 from rewind.hooks.base import Event
 from rewind.lock import SCAN_LOCK_TIMEOUT, store_lock
-from rewind.project import Project
+from rewind.project import Project, git_mark
 from rewind.store.objects import digest_of
 
 SHELL_WAIT_S = 110.0          # a shell command's PreToolUse waits this long for the first scan (its hook timeout is 120 s)
@@ -51,12 +51,27 @@ def close_windows(project: Project, ev: Event, scope: str = "session") -> None:
     """Close the session's open windows (a cancelled tool sends no Post event), then put a
     marker at the place in the watcher's stream. Called right before a scan: its segment
     still counts them (closed after it began), the next one no longer does."""
+    now = clock.wall_ns()
     with project.catalog.transaction():
         ids = project.catalog.close_windows(project.id, ev.agent, ev.session_id,
-                                            ev.agent_id if scope == "agent" else None, clock.wall_ns())
+                                            ev.agent_id if scope == "agent" else None, now)
+        note_git_moves(project, project.catalog.shell_git(ids), now)
     if ids:
         from rewind.capture.dirty import put_marker
         put_marker(project, "close-" + ",".join(map(str, ids[:40])))
+
+
+def note_git_moves(project: Project, windows: list, now_ns: int) -> None:
+    """Inside a transaction: each closing shell window (`ShellGit`) that found HEAD or the
+    branch elsewhere when it opened made that move (its command ran `git checkout`, `git
+    commit`, ...): a git move, the command's. Reading the state is two or three small files."""
+    if not windows:
+        return
+    now = git_mark(project.root)
+    for w in windows:
+        if w.git_pre != now:
+            project.catalog.add_git_move(project.id, now_ns, w.git_pre, now, "bash", w.tool, w.command,
+                                         w.session_id)
 
 
 def edited(project: Project, ev: Event) -> str:
@@ -107,15 +122,19 @@ def shell(project: Project, ev: Event, pid: int, served: bool = False) -> str:
                     project.catalog.add_pending_edit(project.id, "", "!", None, None, None,
                                                      (ev.command or "")[:200], ev.session_id, stamp)
         agent, chain = hook_chain(pid)
+        git_pre = git_mark(project.root)
         with project.catalog.transaction():
             wid = catalog.open_shell_window(project.id, ev.agent, ev.session_id, ev.agent_id, ev.tool_use_id,
-                                            ev.tool, ev.command, stamp, agent, last_pid(), ",".join(map(str, chain)))
+                                            ev.tool, ev.command, stamp, agent, last_pid(), ",".join(map(str, chain)),
+                                            git_pre)
         put_marker(project, f"open-{wid}")
         return "shell window opened"
     with project.catalog.transaction():
         wid = catalog.find_window(project.id, "bash", ev.session_id, ev.tool_use_id)
         if wid is not None:
-            catalog.close_window(wid, clock.wall_ns(), ev.failed)
+            now = clock.wall_ns()
+            catalog.close_window(wid, now, ev.failed)
+            note_git_moves(project, catalog.shell_git([wid]), now)
     if wid is not None:
         put_marker(project, f"close-{wid}")
     if not first_scan_running(project):

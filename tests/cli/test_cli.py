@@ -183,3 +183,23 @@ def test_the_binary_flag_follows_either_side_of_a_change_in_every_path_that_sets
     newest = json.loads(run_rewind("list", "--json", "-n", "1", cwd=root, check=0).stdout)[0]
     assert newest["kind"] == "rewind"                   # its safety checkpoint, then what it wrote:
     assert flags("last") == expected                    # every change back, each side swapped
+
+
+def test_a_new_empty_directory_diffs_as_a_directory_never_as_rewinds_tree_object(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "a.txt", "one\n")
+    run_rewind("save", "-m", "first", cwd=root, check=0)
+    (root / ".pytest_cache").mkdir()
+    (root / "gone").mkdir()
+    run_rewind("save", "-m", "second", cwd=root, check=0)
+    (root / "gone").rmdir()
+    for args in (["1", "2"], ["2"]):               # stored trees, then the working tree
+        out = run_rewind("diff", *args, cwd=root, check=0).stdout
+        assert "rewind-tree" not in out, out
+        assert ("diff .pytest_cache\n(new directory)\n" in out) == (args == ["1", "2"]), out
+        stat = run_rewind("diff", *args, "--stat", cwd=root, check=0).stdout
+        assert "rewind-tree" not in stat and "insertions" in stat and " 0 insertions(+), 0 deletions(-)" in stat, stat
+        got = json.loads(run_rewind("diff", *args, "--json", cwd=root, check=0).stdout)["changes"]
+        assert all(c["additions"] == 0 == c["deletions"] and "rewind-tree" not in c["diff"] for c in got), got
+    out = run_rewind("diff", "2", "--", "gone", cwd=root, check=0).stdout
+    assert out == "diff gone\n(directory removed)\n", out

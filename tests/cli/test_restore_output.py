@@ -250,7 +250,12 @@ def test_the_plan_lists_what_the_restore_will_not_undo_with_its_checkpoint(tmp_p
     out = run_rewind("to", "1", "--dry-run", cwd=root, check=0).stdout
     section = out.split("It will not undo (outside the tree):\n")[1].splitlines()
     assert f"  checkpoint 1: a write outside the project (Write): {elsewhere / 'notes.txt'}" in section, out
-    assert any(re.match(r"  checkpoint [12]: git HEAD moved", line) for line in section), out
+    # the branch switch is git state, said once, on the prompt whose command made it
+    moves = [line for line in section if "-> feature" in line]
+    assert len(moves) == 1 and re.fullmatch(r"  checkpoint 1: git branch \w+ -> feature \(HEAD [0-9a-f]{8}\), "
+                                            r"by `git checkout -q -b feature`: HEAD and branches stay where "
+                                            r"they are", moves[0]), out
+    assert not any("git checkout" in line for line in section if line not in moves), out
     assert "  checkpoint 1: git push (git: history, refs and remotes stay): git push -q origin feature" in section
     assert ("  checkpoint 1: curl (network: what it sent stays sent): curl -s http://127.0.0.1:9/ || true"
             in section), out
@@ -271,7 +276,20 @@ def test_the_plan_lists_what_the_restore_will_not_undo_with_its_checkpoint(tmp_p
 
 @pytest.mark.parametrize("command, expected", [
     ("git push origin main", [("git", "git push")]),
-    ("git -C sub commit -qm x", [("git", "git commit")]),
+    ("git -C sub commit -qm x", []),                # a commit's effect is the git move it made
+    ("git checkout -b feature", []),
+    ("git branch --show-current > branch.txt", []),  # read-only git: no effect
+    ("git branch", []),
+    ("git branch -a -v", []),
+    ("git branch --list 'fe*'", []),
+    ("git branch feature", [("git", "git branch")]),
+    ("git branch -D feature", [("git", "git branch")]),
+    ("git tag -l", []),
+    ("git tag v1", [("git", "git tag")]),
+    ("git stash list", []),
+    ("git stash", [("git", "git stash")]),
+    ("git remote -v", []),
+    ("git remote add origin ../r.git", [("git", "git remote")]),
     ("git status && git diff", []),
     ("curl -X POST https://example.com/hook", [("network", "curl")]),
     ("cat key | ssh host 'cat >> x'", [("network", "ssh")]),

@@ -49,6 +49,9 @@ SHELL = {   # the shell commands, prompt by prompt
     "mvln": "mv docs/notes.txt docs/guide/notes.txt && ln -s src/shop/cart.py cart_link.py",
     "rm": "rm -r build",
     "fail": "echo partial > partial.log && false",
+    "branch": "git checkout -q -b feature",
+    "note": "git branch --show-current > branch.txt",
+    "commit": "git add -A && git -c user.name=t -c user.email=t@t commit -qm work",
 }
 PROMPTS = ("Add a discount module and a guide, then write a report.",
            "Round the totals, point the settings at the new host, move the notes into the guide and link the cart.",
@@ -58,7 +61,8 @@ EXPECT = {
                "docs/guide/notes.txt", "cart_link.py", "partial.log"],
     "absent": ["docs/notes.txt", "build"],
     "contents": {"config/settings.ini": "[db]\nhost = new-host\n",
-                 "src/shop/cart.py": "def total(items):\n    return round(sum(items), 2)\n"},
+                 "src/shop/cart.py": "def total(items):\n    return round(sum(items), 2)\n",
+                 "README.md": "# Shop\nedited by the person\n", "branch.txt": "feature\n"},
     "symlinks": {"cart_link.py": "src/shop/cart.py"},
     "no_tool_errors": False,
 }
@@ -77,17 +81,20 @@ def _claude() -> dict:
                                                 "content": DISCOUNT}},
                     {"name": "Write", "input": {"file_path": "<PROJECT_DIR>/docs/guide/intro.md",
                                                 "content": INTRO}}]},
-                bash("report"), {"text": "Done."}]},
+                bash("report"), bash("branch"), {"text": "Done."}]},
             {"prompt": PROMPTS[1], "turns": [
-                {"tool_uses": [{"name": "Read", "input": {"file_path": "<PROJECT_DIR>/src/shop/cart.py"}}]},
+                {"tool_uses": [{"name": "Read", "input": {"file_path": "<PROJECT_DIR>/src/shop/cart.py"}},
+                               {"name": "Read", "input": {"file_path": "<PROJECT_DIR>/README.md"}}]},
                 {"tool_uses": [{"name": "Edit", "input": {"file_path": "<PROJECT_DIR>/src/shop/cart.py",
                                                           "old_string": "return sum(items)",
                                                           "new_string": "return round(sum(items), 2)"}}]},
-                bash("sed"), bash("mvln"), {"text": "Done."}]},
-            {"prompt": PROMPTS[2], "turns": [bash("rm"), bash("fail"), {"text": "The tests fail."}]},
+                {"tool_uses": [{"name": "Edit", "input": {"file_path": "<PROJECT_DIR>/README.md",
+                                                          "old_string": "# shop", "new_string": "# Shop"}}]},
+                bash("sed"), bash("mvln"), bash("note"), {"text": "Done."}]},
+            {"prompt": PROMPTS[2], "turns": [bash("rm"), bash("fail"), bash("commit"), {"text": "The tests fail."}]},
         ],
-        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 9,
-                                             "PostToolUse": 8, "PostToolUseFailure": 1, "Stop": 3,
+        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 14,
+                                             "PostToolUse": 13, "PostToolUseFailure": 1, "Stop": 3,
                                              "SessionEnd": 3}},
     }
 
@@ -103,17 +110,21 @@ def _gemini() -> dict:
                                                      "content": DISCOUNT}},
                     {"name": "write_file", "input": {"file_path": "<PROJECT_DIR>/docs/guide/intro.md",
                                                      "content": INTRO}}]},
-                shell("report"), {"text": "Done."}]},
+                shell("report"), shell("branch"), {"text": "Done."}]},
             {"prompt": PROMPTS[1], "turns": [
                 {"tool_uses": [{"name": "replace", "input": {"file_path": "<PROJECT_DIR>/src/shop/cart.py",
                                                              "instruction": "Round the total.",
                                                              "old_string": "return sum(items)",
                                                              "new_string": "return round(sum(items), 2)"}}]},
-                shell("sed"), shell("mvln"), {"text": "Done."}]},
-            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("fail"), {"text": "The tests fail."}]},
+                {"tool_uses": [{"name": "replace", "input": {"file_path": "<PROJECT_DIR>/README.md",
+                                                             "instruction": "Capitalise the title.",
+                                                             "old_string": "# shop", "new_string": "# Shop"}}]},
+                shell("sed"), shell("mvln"), shell("note"), {"text": "Done."}]},
+            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("fail"), shell("commit"),
+                                             {"text": "The tests fail."}]},
         ],
-        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "BeforeAgent": 3, "BeforeTool": 8,
-                                             "AfterTool": 8, "AfterAgent": 3, "SessionEnd": 3}},
+        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "BeforeAgent": 3, "BeforeTool": 12,
+                                             "AfterTool": 12, "AfterAgent": 3, "SessionEnd": 3}},
     }
 
 
@@ -129,16 +140,20 @@ def _codex() -> dict:
                     *("+" + line for line in DISCOUNT.splitlines()),
                     "*** Add File: docs/guide/intro.md", *("+" + line for line in INTRO.splitlines()),
                     "*** End Patch"]}]},
-                shell("report"), {"text": "Done."}]},
+                shell("report"), shell("branch"), {"text": "Done."}]},
             {"prompt": PROMPTS[1], "turns": [
                 {"tool_calls": [{"name": "apply_patch", "input": [
                     "*** Begin Patch", "*** Update File: src/shop/cart.py", "@@",
                     "-    return sum(items)", "+    return round(sum(items), 2)", "*** End Patch"]}]},
-                shell("sed"), shell("mvln"), {"text": "Done."}]},
-            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("fail"), {"text": "The tests fail."}]},
+                {"tool_calls": [{"name": "apply_patch", "input": [
+                    "*** Begin Patch", "*** Update File: README.md", "@@",
+                    "-# shop", "+# Shop", "*** End Patch"]}]},
+                shell("sed"), shell("mvln"), shell("note"), {"text": "Done."}]},
+            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("fail"), shell("commit"),
+                                             {"text": "The tests fail."}]},
         ],
-        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 7,
-                                             "PostToolUse": 7, "Stop": 3, "SessionEnd": 3}},
+        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 11,
+                                             "PostToolUse": 11, "Stop": 3, "SessionEnd": 3}},
     }
 
 
@@ -161,6 +176,9 @@ def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
         f'if [ "$1" = "--version" ]; then exec {shlex.quote(real)} "$@"; fi\n'
         f"{install} --project \"$PWD\" >/dev/null || exit 97\n"
         f"n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        # a git repository, committed before the session; the copy is the tree before it
+        'if [ $n = 1 ]; then git init -q -b main && git add -A && '
+        'git -c user.name=t -c user.email=t@t commit -qm init || exit 96; fi\n'
         f'if [ $n = 1 ]; then rm -rf {before}; cp -a "$PWD" {before}; fi\n'
         'if [ $n = 2 ]; then printf "edited by the person\\n" >> README.md; fi\n'
         'if [ $n = 3 ]; then printf "mine\\n" > person.txt; fi\n'
@@ -234,6 +252,20 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     for path in ("build/cache/a.o", "build/out.txt"):
         by_shell(three, path, "rm")
     by_shell(three, "partial.log", "fail")
+    by_tool(two, "README.md", edit_tool)              # after the person's edit of it
+    by_shell(two, "branch.txt", "note")
+    # git state is git state: the branch switch and the last prompt's commit are the commands',
+    # shown apart from the tree's changes (the commit at once: no later checkpoint needed)
+    assert not [p for n in (one, two, three) for p in n if p == ".git" or p.startswith(".git/")]
+    moves = [json.loads(run_rewind("show", str(n), "--json", cwd=proj, check=0).stdout)["git"] for n in (1, 2, 3)]
+    assert moves[1] is None, moves
+    assert (moves[0]["before"]["branch"], moves[0]["after"]["branch"], moves[0]["source"], moves[0]["tool"],
+            moves[0]["command"]) == ("main", "feature", "bash", shell_tool, SHELL["branch"]), moves[0]
+    assert moves[0]["before"]["head"] == moves[0]["after"]["head"], moves[0]
+    assert moves[2]["after"]["branch"] == "feature" and moves[2]["after"]["head"] != moves[2]["before"]["head"]
+    assert (moves[2]["source"], moves[2]["command"]) == ("bash", SHELL["commit"]), moves[2]
+    listed = {c["id"]: c for c in cps}
+    assert listed[1]["summary"]["flags"].get("git") == 1 and listed[3]["summary"]["flags"].get("git") == 1
     others = {p: c["source"] for n in (one, two, three) for p, c in n.items()
               if c["source"] not in ("tool", "bash") and p not in ("README.md", "person.txt")}
     assert not others, others
@@ -256,6 +288,12 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     assert fingerprint(proj, skip) == final
     plan = run_rewind("to", "1", "--dry-run", cwd=proj, check=0).stdout
     flagged = {line.split()[0] for line in plan.splitlines() if "not written by the agent" in line}
-    assert flagged == {"README.md", "person.txt"}, plan
+    assert flagged == {"README.md", "person.txt"}, plan          # README.md: the person's, then the agent's
+    readme = next(line for line in plan.splitlines() if line.split()[:1] == ["README.md"])
+    assert f"changed by: external, then tool ({edit_tool}), then rewind" in readme, plan
+    effects = json.loads(run_rewind("to", "1", "--dry-run", "--json", cwd=proj, check=0).stdout)["will_not_undo"]
+    git_effects = [(e["checkpoint"], e["command"]) for e in effects if e["kind"] == "git"]
+    assert git_effects == [(1, SHELL["branch"]), (3, SHELL["commit"])], effects
+    assert not [e for e in effects if e["kind"] == "command" and "git" in (e["command"] or "")], effects
     log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
     assert not log.exists(), log.read_text()
