@@ -117,13 +117,14 @@ class SessionsMixin:
                             (closed_ns, post_oid, int(failed), window_id))
 
     def close_windows(self, project_id: int, agent: str, session_id: str, agent_id: str | None,
-                      closed_ns: int) -> list[int]:
+                      closed_ns: int, exact: bool = False) -> list[int]:
         """Inside a transaction: close a session's open windows (only one subagent's when
-        `agent_id` is given). Returns the ids of the shell windows among them."""
+        `agent_id` is given; with `exact`, only those whose agent id is `agent_id`, None for
+        the main agent's). Returns the ids of the shell windows among them."""
         where = "project_id=? AND closed_ns IS NULL AND agent=? AND session_id=?"
         args: tuple = (project_id, agent, session_id)
-        if agent_id:
-            where += " AND agent_id=?"
+        if agent_id or exact:
+            where += " AND agent_id IS ?"
             args += (agent_id,)
         ids = [r[0] for r in self.db.execute(f"SELECT id FROM windows WHERE {where} AND kind='bash'", args)]
         self.db.execute(f"UPDATE windows SET closed_ns=? WHERE {where}", (closed_ns, *args))

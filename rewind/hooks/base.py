@@ -37,6 +37,9 @@ class Event:
     source: str | None = None       # session start source / end reason
     agent_id: str | None = None     # a subagent's id
     stop_scope: str = "session"     # stop: the whole turn, or one subagent ("agent")
+    # the agent runs one tool call at a time (Codex): a tool call's Pre means the one before
+    # it is over, reported or not (a command its policy refused sends no Post event)
+    sequential: bool = False
 
 
 def text(value, limit: int | None = None) -> str | None:

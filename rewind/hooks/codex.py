@@ -52,7 +52,8 @@ def parse(payload: dict, env: dict) -> Event | None:
         return None
     ev = Event(agent=AGENT, kind=kind, session_id=session_id, cwd=text(payload.get("cwd"), 4096),
                transcript_path=text(payload.get("transcript_path"), 4096),
-               prompt_id=text(payload.get("turn_id"), 200), agent_id=text(payload.get("agent_id"), 200))
+               prompt_id=text(payload.get("turn_id"), 200), agent_id=text(payload.get("agent_id"), 200),
+               sequential=True)
     if kind == "session_start":
         ev.source = text(payload.get("source"), 50)
     elif kind == "session_end":

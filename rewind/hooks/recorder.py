@@ -129,6 +129,8 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
         return "turn closed"
     if ev.kind == "file_edited":
         return tools.edited(project, ev)
+    if ev.kind == "pre_tool" and ev.sequential:
+        tools.close_windows(project, ev, "exact")     # the call before this one never reported: over
     if ev.tool_kind == "shell":
         return tools.shell(project, ev, pid, served)
     if ev.tool_kind == "edit":

@@ -50,11 +50,14 @@ def first_scan_running(project: Project) -> bool:
 def close_windows(project: Project, ev: Event, scope: str = "session") -> None:
     """Close the session's open windows (a cancelled tool sends no Post event), then put a
     marker at the place in the watcher's stream. Called right before a scan: its segment
-    still counts them (closed after it began), the next one no longer does."""
+    still counts them (closed after it began), the next one no longer does. `scope`:
+    "session", "agent" (one subagent's), or "exact" (the event's own agent's: the main
+    agent's when it has no agent id)."""
     now = clock.wall_ns()
     with project.catalog.transaction():
         ids = project.catalog.close_windows(project.id, ev.agent, ev.session_id,
-                                            ev.agent_id if scope == "agent" else None, now)
+                                            ev.agent_id if scope in ("agent", "exact") else None, now,
+                                            exact=scope == "exact")
         note_git_moves(project, project.catalog.shell_git(ids), now)
     if ids:
         from rewind.capture.dirty import put_marker

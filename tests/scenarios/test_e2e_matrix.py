@@ -52,6 +52,8 @@ SHELL = {   # the shell commands, prompt by prompt
     "branch": "git checkout -q -b feature",
     "note": "git branch --show-current > branch.txt",
     "commit": "git add -A && git -c user.name=t -c user.email=t@t commit -qm work",
+    # Codex's policy refuses it (`rm -rf`): a PreToolUse and no PostToolUse, and it never runs
+    "refused": "mv reports/2026/run.txt reports/run.txt && rm -rf reports/2026",
 }
 PROMPTS = ("Add a discount module and a guide, then write a report.",
            "Round the totals, point the settings at the new host, move the notes into the guide and link the cart.",
@@ -149,10 +151,10 @@ def _codex() -> dict:
                     "*** Begin Patch", "*** Update File: README.md", "@@",
                     "-# shop", "+# Shop", "*** End Patch"]}]},
                 shell("sed"), shell("mvln"), shell("note"), {"text": "Done."}]},
-            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("fail"), shell("commit"),
+            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("refused"), shell("fail"), shell("commit"),
                                              {"text": "The tests fail."}]},
         ],
-        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 11,
+        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 12,
                                              "PostToolUse": 11, "Stop": 3, "SessionEnd": 3}},
     }
 
@@ -251,7 +253,11 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     assert two["person.txt"]["source"] == "external", two["person.txt"]
     for path in ("build/cache/a.o", "build/out.txt"):
         by_shell(three, path, "rm")
-    by_shell(three, "partial.log", "fail")
+    by_shell(three, "partial.log", "fail")          # Codex: not with the refused command before it
+    assert not [(p, c["command"]) for n in (one, two, three) for p, c in n.items()
+                if "ambiguous" in c["flags"] or SHELL["refused"] in (c["command"] or "")]
+    if agent == "codex":
+        assert (proj / "reports/2026/run.txt").exists()                   # it never ran
     by_tool(two, "README.md", edit_tool)              # after the person's edit of it
     by_shell(two, "branch.txt", "note")
     # git state is git state: the branch switch and the last prompt's commit are the commands',
