@@ -147,6 +147,11 @@ class CheckpointsMixin:
     def newest_undoable(self, project_id: int) -> RestoreRow | None:
         return self._restore("is_undo=0 AND undone=0 ORDER BY id DESC LIMIT 1", (project_id,))
 
+    def undo_safeties(self, project_id: int) -> set[int]:
+        """The safety checkpoints taken by undos (an undo goes back to before a rewind)."""
+        return {r[0] for r in self.db.execute("SELECT safety FROM restores WHERE project_id=? AND is_undo=1",
+                                              (project_id,))}
+
     def mark_undone(self, restore_id: int) -> None:
         self.db.execute("UPDATE restores SET undone=1 WHERE id=?", (restore_id,))
 

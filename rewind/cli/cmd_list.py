@@ -38,7 +38,8 @@ def _rows(project, n: int, every: bool, as_json: bool) -> tuple[list[Row], list[
     the `n` newest that are not folded, each with the line naming the rewinds folded under
     it. Also the ids of folded rewinds whose checkpoint is not among the rows."""
     cps = project.catalog.checkpoints(project.id)
-    under = fold_targets(cps)
+    undos = project.catalog.undo_safeties(project.id)
+    under = fold_targets(cps, undos)
     cps = with_pending(project, cps)       # a pending one is a row like any (its changes not known yet)
     if as_json or every:
         return [Row(cp, _changes(project, cp), project.root, folded_under=under.get(cp.number))
@@ -53,7 +54,7 @@ def _rows(project, n: int, every: bool, as_json: bool) -> tuple[list[Row], list[
             else:
                 elsewhere.append(cp.number)
     return [Row(cp, _changes(project, cp), project.root,
-                fold=fold_line(cp.number, folded[cp.number]) if folded[cp.number] else None)
+                fold=fold_line(cp.number, folded[cp.number], undos) if folded[cp.number] else None)
             for cp in shown], elsewhere
 
 

@@ -47,31 +47,49 @@ def describe(cp: Checkpoint) -> str:
     return render.safe(cp.message) or "(saved by hand)"
 
 
-def fold_targets(cps: list[Checkpoint]) -> dict[int, int]:
+def fold_targets(cps: list[Checkpoint], undos: set[int] = frozenset()) -> dict[int, int]:
     """Where each rewind's safety checkpoint folds in the human list, so that the prompts
-    stay in front however many restores there were: under the checkpoint the rewind went
-    back to, followed through undos (an undo goes back to a safety checkpoint, which folds
-    under its own target) to a prompt or a saved checkpoint. One whose target has left the
-    listings is not folded: it stays a row of its own."""
+    stay in front however many restores there were: under the checkpoint whose tree the
+    rewind restored. A rewind to a prompt (or a saved checkpoint) folds under it; an undo
+    (`undos`: the safety checkpoints of undos) goes back to before the rewind it undoes and
+    folds where that one folds; a rewind to another rewind's safety checkpoint restored the
+    tree as it was then, the work after the checkpoint before it, and folds under that
+    checkpoint. One whose target has left the listings is not folded: it stays a row."""
     by_number = {cp.number: cp for cp in cps}
+    plain = sorted(cp.number for cp in cps if cp.kind != "rewind")
+
+    def before(number: int) -> Checkpoint | None:
+        older = [n for n in plain if n < number]
+        return by_number[older[-1]] if older else None
+
+    def target_of(cp: Checkpoint, depth: int = 0) -> Checkpoint | None:
+        # a target is always older; a row that says otherwise (a damaged catalog) is not followed
+        if cp.restore_target is None or cp.restore_target >= cp.number or depth > 100:
+            return None
+        target = by_number.get(cp.restore_target)
+        if target is None or target.kind != "rewind":
+            return target
+        if cp.number in undos:
+            return target_of(target, depth + 1)
+        return before(target.number)
+
     under = {}
     for cp in cps:
-        target: Checkpoint | None = cp
-        # a target is always older; a row that says otherwise (a damaged catalog) is not followed
-        while target is not None and target.kind == "rewind" and (target.restore_target or 0) < target.number:
-            target = by_number.get(target.restore_target)
-        if cp.kind == "rewind" and target is not None and target.kind != "rewind":
-            under[cp.number] = target.number
+        if cp.kind == "rewind":
+            target = target_of(cp)
+            if target is not None:
+                under[cp.number] = target.number
     return under
 
 
-def fold_line(number: int, folded: list[tuple[Checkpoint, list[ChangeRow]]]) -> str:
+def fold_line(number: int, folded: list[tuple[Checkpoint, list[ChangeRow]]], undo_set: set[int] = frozenset()) -> str:
     """The line under checkpoint `number` that stands for the rewinds folded under it: their
     ids first (a narrow screen cuts the tail, not the ids), which of them were undos (back
-    to before one of them), what else happened after them, and what a reader must notice."""
+    to before one of them: `undo_set`), what else happened after them, and what a reader
+    must notice."""
     folded = sorted(folded, key=lambda f: f[0].number)
     ids = [str(cp.number) for cp, _ in folded]
-    undos = [str(cp.number) for cp, _ in folded if cp.restore_target != number]
+    undos = [str(cp.number) for cp, _ in folded if cp.number in undo_set]
     notes = [f"{', '.join(undos)} {'an undo' if len(undos) == 1 else 'undos'}"] if undos else []
     notes.append(f"newest {render.age(folded[-1][0].created_at)}")
     changes = Changes([c for _, under in folded for c in under],

@@ -86,6 +86,27 @@ def test_prompts_stay_in_front_and_each_rewind_is_named_under_its_target(tmp_pat
     assert not any("↳" in row for row in every_rows)
 
 
+def test_a_rewind_to_a_safety_checkpoint_folds_under_the_work_it_restored_and_is_no_undo(tmp_path):
+    """`to 8` (8 the safety checkpoint of the rewind to 3: the tree at the end of prompt 5)
+    restored prompt 5's work: it folds under 5, not under 3 or 1, and is not called an undo;
+    its undo folds with it and is."""
+    root = _recorded(tmp_path)
+    assert len((root / "mine.txt").read_text().splitlines()) == 3          # the tree of checkpoint 3
+    run_rewind("to", "8", "--yes", cwd=root, check=0)                     # 9: before the rewind to 8
+    assert len((root / "mine.txt").read_text().splitlines()) == 5          # the end of prompt 5's work
+    run_rewind("to", "2", "--yes", cwd=root, check=0)                     # 10: before the rewind to 2
+    run_rewind("undo", "--yes", cwd=root, check=0)                        # 11: the undo of it
+    listed = {c["id"]: c["folded_under"] for c in json.loads(run_rewind("list", "--json", cwd=root,
+                                                                        check=0).stdout)}
+    assert listed == {11: 2, 10: 2, 9: 5, 8: 3, 7: 1, 6: 1, 5: None, 4: None, 3: None, 2: None, 1: None}
+    lines = run_rewind("list", cwd=root, env=PLAIN, check=0).stdout.splitlines()
+    under = {_ids([above])[0]: line for above, line in zip(lines, lines[1:]) if line.lstrip().startswith("↳")}
+    assert re.search(r"rewind here: 9 \(newest", under[5]) and "undo" not in under[5], under[5]
+    assert re.search(r"rewind here: 8 \(newest", under[3]) and "undo" not in under[3], under[3]
+    assert re.search(r"rewinds here: 10, 11 \(11 an undo;", under[2]), under[2]
+    assert re.search(r"rewinds here: 6, 7 \(7 an undo;", under[1]), under[1]
+
+
 def test_list_json_keeps_every_checkpoint_and_says_where_it_folds(tmp_path):
     root = _recorded(tmp_path)
     listed = json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)
