@@ -29,11 +29,17 @@ AGENT_MARKERS = {"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "GEMINI_CLI", "COPILOT_
                  "CODEX_MANAGED_BY_NPM", "QWEN_CODE", "CURSOR_AGENT", "OPENCODE", "CLINE_ACTIVE"}
 
 def pytest_collection_modifyitems(config, items):
-    """The real agent sessions take 10-60 s each: they start first, so that on pytest-xdist's
-    workers (`-n 4` in pyproject.toml) the short tests fill the gaps instead of waiting at the end."""
+    """Longest first: the real agent sessions take 10-60 s each (the busy machine's the most),
+    so they start first and, as pytest-xdist hands each worker its next test when it frees up
+    (`--maxschedchunk 1` in pyproject.toml), the short tests fill the gaps instead of waiting
+    at the end."""
     slow = ("tests/scenarios/", "tests/watch/", "test_pending.py", "test_exit_codes.py", "test_fuzz_payloads.py")
-    items.sort(key=lambda item: 0 if item.get_closest_marker("e2e") else 1 if any(
-        part in item.nodeid for part in slow) else 2)
+
+    def rank(item):
+        if item.get_closest_marker("e2e"):
+            return 0 if "[busy-" in item.nodeid else 1
+        return 2 if any(part in item.nodeid for part in slow) else 3
+    items.sort(key=rank)
 
 
 @pytest.fixture(autouse=True)

@@ -23,8 +23,8 @@ from rewind.capture.snapshot import TreeLoader, working_scan
 from rewind.cli import pending_view, render
 from rewind.cli.list_view import describe, git_line
 from rewind.cli.pending_view import is_pending, with_pending
-from rewind.cli.restore_view import (forked_text, left_alone, not_undone_lines, paths_phrase, rewound_text, view_of,
-                                     who_all)
+from rewind.cli.authors import who_all
+from rewind.cli.restore_view import forked_text, left_alone, not_undone_lines, paths_phrase, rewound_text, view_of
 from rewind.errors import ConversationUnavailable, RewindError
 from rewind.history.conversation import fork
 from rewind.history.restore import restore

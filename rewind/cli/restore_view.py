@@ -1,5 +1,6 @@
-"""What `rewind to` and `rewind undo` show: the plan, who last changed what it overwrites,
-the question before anything is written, and what the rewind did or left alone."""
+"""What `rewind to` and `rewind undo` show: the plan, who last changed what it overwrites
+(authors.py finds them), the question before anything is written, and what the rewind did
+or left alone."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import sys
 
 import typer
 
-from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import TreeLoader
 from rewind.cli import render
+from rewind.cli.authors import (AGENT_SOURCES, author, authors_since, changes_since, first_author, latest_changes,
+                                who_all, wrote)
 from rewind.cli.json_shapes import KIND_NAMES
-from rewind.cli.list_view import restored_text
 from rewind.errors import PathsChangedDuringRestore, Refused, RestoreIncomplete
 from rewind.history.effects import not_undone
 from rewind.history.restore_apply import file_mode
@@ -20,78 +21,6 @@ from rewind.model import ChangeRow
 from rewind.store.tree import FILE
 from rewind.store.treediff import entry_at
 from rewind.structs import dataclass, field
-
-AGENT_SOURCES = ("tool", "bash", "rewind")   # rewind: put there by a restore, from a checkpoint
-
-
-def changes_since(project, since: int, current=None) -> list:
-    """(checkpoint, its changes) for checkpoint `since` and every later one, newest first."""
-    out = []
-    for cp in project.catalog.checkpoints(project.id):
-        if cp.number < since:
-            break
-        out.append((cp, changes_under(project, cp, current)))
-    return out
-
-
-def latest_changes(project, since: int, paths: set[str], current=None, changes=None) -> dict[str, ChangeRow]:
-    """For each path, its newest recorded change after checkpoint `since` (newest first)."""
-    found: dict[str, ChangeRow] = {}
-    for cp, rows in (changes if changes is not None else changes_since(project, since, current)):
-        for row in rows:
-            if row.path in paths and row.path not in found:
-                found[row.path] = row
-        if len(found) == len(paths):
-            break
-    return found
-
-
-def authors_since(project, since: int, paths: set[str], current=None, changes=None) -> dict[str, list[ChangeRow]]:
-    """For each path, every recorded change after checkpoint `since`, oldest first: whose
-    content a restore to `since` overwrites (the person's edit, then the agent's, ...)."""
-    found: dict[str, list[ChangeRow]] = {}
-    for cp, rows in (changes if changes is not None else changes_since(project, since, current)):
-        for row in rows:
-            if row.path in paths:
-                found.setdefault(row.path, []).append(row)
-    for rows in found.values():
-        rows.reverse()
-    return found
-
-
-def who_all(rows: list[ChangeRow] | None) -> str:
-    """Who changed a path since the target, oldest first (`last changed by: tool (Write)`, or
-    `changed by: external, then tool (Edit)`): each author whose content is overwritten."""
-    if not rows:
-        return "last changed by: unknown"
-    names: list[str] = []
-    # a restore's content is its author's: only the last one, if a restore came last, says more
-    rows = [r for r in rows[:-1] if r.source != "rewind"] + rows[-1:]
-    for row in rows:
-        name = who(row)
-        if not names or names[-1] != name:
-            names.append(name)
-    return f"last changed by: {names[0]}" if len(names) == 1 else f"changed by: {', then '.join(names)}"
-
-
-def author(row: ChangeRow) -> tuple[str | None, str | None]:
-    """(source, session) of whoever wrote the content now at the path: for a restore's
-    change, the author of the content it put back (when known)."""
-    if row.source == "rewind" and row.restored and row.restored.get("source"):
-        return row.restored["source"], row.restored.get("session_id")
-    return row.source, row.session_id
-
-
-def who(row: ChangeRow | None) -> str:
-    if row is None:
-        return "unknown"
-    if row.source == "rewind" and row.restored:
-        return f"rewind ({restored_text(row.restored)})"
-    if row.source == "bash" and row.command:
-        return f"bash ({render.short(row.command, 40)})"
-    if row.source == "tool" and row.tool:
-        return f"tool ({render.safe(row.tool)})"
-    return row.source
 
 
 def paths_phrase(n: int) -> str:
@@ -153,15 +82,6 @@ def view_of(project, plan: RestorePlan, current=None, undo: bool = False, rewoun
                 marks[path] = "changed since the rewind"
     effects = [] if only else not_undone(project, plan.target, changes)
     return PlanView(changes, latest, authors, effects, put_back, undo, marks)
-
-
-def wrote(row: ChangeRow | None) -> str:
-    """Who wrote the content a change left, through a restore to the one who wrote it first."""
-    if row is not None and row.source == "rewind" and row.restored and row.restored.get("source"):
-        r = row.restored
-        return who(ChangeRow.placeholder(row.path, row.status, source=r["source"], tool=r.get("tool"),
-                                         command=r.get("command"), session_id=r.get("session_id")))
-    return who(row)
 
 
 def print_plan(project, plan: RestorePlan, title: str, current=None, view: PlanView | None = None) -> list[str]:
@@ -315,7 +235,7 @@ def plan_json(project, plan: RestorePlan, view: PlanView, action: str, extra: di
                       "kind": KIND_NAMES[(op.entry or op.old).kind] if (op.entry or op.old) else None,
                       "current_author": who_json(now, under.get(path)),
                       "restored_author": (None if back is None or act in ("delete", "rmdir") else
-                                          _first_author(back))})
+                                          first_author(back))})
     return {"dry_run": True, "action": action, "project": project.root,
             "target": checkpoint_json(plan.target), **(extra or {}),
             "count": plan.count, "paths": paths,
@@ -324,15 +244,6 @@ def plan_json(project, plan: RestorePlan, view: PlanView, action: str, extra: di
             "unmet": [{"path": p, "why": why} for p, why in plan.unmet],
             "kept_hooks": list(plan.kept_hooks),
             "will_not_undo": [e.as_json() for e in view.effects]}
-
-
-def _first_author(row: ChangeRow) -> dict:
-    """Who wrote the content a change left (through a restore, the one who wrote it first)."""
-    if row.source == "rewind" and row.restored and row.restored.get("source"):
-        r = row.restored
-        return {"source": r["source"], "tool": r.get("tool"), "command": r.get("command"),
-                "session_id": r.get("session_id")}
-    return {"source": row.source, "tool": row.tool, "command": row.command, "session_id": row.session_id}
 
 
 def changed(plan: RestorePlan) -> int:
