@@ -18,6 +18,7 @@ the same code on either machine, and the spinning was a fifth of the suite's CPU
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -194,30 +195,22 @@ def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
     return str(script)
 
 
-class Load:
-    """`with load:` spins two processes (this machine has two cores) for the block, or
-    nothing on the quiet machine."""
-
-    def __init__(self, busy: bool):
-        self.busy, self.spinners = busy, []
-
-    def __enter__(self):
-        if self.busy:
-            self.spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.spinners:
+@contextlib.contextmanager
+def _spinning():
+    """Two processes spinning for the block (this machine has two cores)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        yield
+    finally:
+        for p in spinners:
             p.kill()
             p.wait()
-        self.spinners = []
 
 
 @pytest.fixture(params=[False, True], ids=["quiet", "busy"])
 def load(request):
-    spin = Load(request.param)
-    yield spin
-    spin.__exit__(None, None, None)       # (a failed block's spinners are gone already)
+    """`with load():` runs the block on a busy machine, or as it is."""
+    return _spinning if request.param else contextlib.nullcontext
 
 
 def _changes(proj: Path, n: int) -> dict[str, dict]:
@@ -235,7 +228,7 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     (tmp_path / "scenario.json").write_text(json.dumps(scenario))
     proj = tmp_path / "proj"
     env = dict(os.environ, REWIND_WATCH=watch, IS_SANDBOX="1")
-    with load:
+    with load():
         r = subprocess.run([sys.executable, str(harness(agent) / "run_session.py"), flag,
                             wrapper(tmp_path, agent, BINS[agent], scope), "--project-dir", str(proj), "--fresh",
                             "--scenario", str(tmp_path / "scenario.json"), "--mode", "resume"],
@@ -305,7 +298,7 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     else:
         assert (hooks["hooks_served"], hooks["last_hook_fallback"]["reason"]) == (0, "watcher off"), hooks
 
-    with load:
+    with load():
         run_rewind("to", "1", "--yes", cwd=proj, check=0)
         assert fingerprint(proj, skip) == before
         run_rewind("undo", "--yes", cwd=proj, check=0)
