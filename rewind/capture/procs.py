@@ -4,12 +4,11 @@ inotify does not say who wrote a file, and an unprivileged process cannot learn 
 rule (README, "What it cannot tell"): a change inside an open shell window is the
 command's, unless rewind can *show* that the command could not have made it. The one
 thing it can show is that no process of the command existed yet (the agent waits for
-the person's permission before it starts the command). Everything else, a watcher that
-reads its events late, a command that lives a few milliseconds, a shell started through a
-pty or an intermediate process, a command reaped before the first look, lacks that proof
-and stays the command's.
+the person's permission before it starts the command). Everything else, a command that
+lives a few milliseconds, a shell started through a pty or an intermediate process, a
+command reaped before the first look, lacks that proof and stays the command's.
 
-The proof is an account of process ids, not of clocks. The hook that opens a window writes
+The proof is an account of process ids, not of process start times. The hook that opens a window writes
 down the namespace's last handed-out pid (`ns_last_pid`) and its own process chain. Every
 pid handed out after that mark belongs to a process that started after the window
 opened; the command, if it ran, is one of them. At each look the watcher walks the pids
@@ -30,7 +29,12 @@ and the agent had no shell of its own when the window opened (a persistent shell
 finds the window waiting happened before any process of the command existed: not the
 command's. Once not waiting, a window stays so until it closes.
 
-No start times are compared: /proc's process start times count clock ticks from a boot
+A watcher that reads its events late (a busy machine: its reading thread starved while
+the command starts) reads a change made before such a look only after a later look found
+the command; then the file's own ctime says whether it changed before that look
+(filetimes.py).
+
+No process start times are compared: /proc's process start times count clock ticks from a boot
 time given in whole seconds, so a command that started right after its window could look
 up to a second older than it (seen here: every shell change of a Gemini session came out
 `external`).
@@ -40,7 +44,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
+from rewind.capture.filetimes import changed_ns, kernel_wall_ns, made_before
 from rewind.model import ShellWindow
 
 SHELLS = {"sh", "bash", "dash", "zsh", "fish", "ksh", "busybox"}
@@ -138,21 +144,25 @@ def ancestors(pid: int | None = None, limit: int = 256) -> list[int]:
 
 
 class _Window:
-    __slots__ = ("id", "agent", "mark", "hooks", "waiting", "why", "first")
+    __slots__ = ("id", "agent", "mark", "hooks", "waiting", "why", "first", "waited")
 
     def __init__(self, wid: int, agent: int | None, mark: int | None, hooks: set[int]):
         self.id, self.agent, self.mark, self.hooks = wid, agent, mark, hooks
         self.waiting = agent is not None and mark is not None
         self.why = "" if self.waiting else "no agent process or pid mark"
         self.first = True
+        # (kernel wall clock, monotonic clock) at the start of the last look that found it
+        # waiting: a file last changed before that is not its command's
+        self.waited: tuple[int, int] | None = None
 
 
 class Commands:
     """The open shell windows in the watcher's event order, and for each whether its
     command provably has not started yet (see the module docstring)."""
 
-    def __init__(self):
+    def __init__(self, root: str | None = None):
         self.lock = threading.Lock()
+        self.root = root                         # the project: where explaining()'s paths are
         self.windows: dict[int, _Window] = {}
         self.available = os.path.isdir("/proc/self") and last_pid() is not None
 
@@ -171,17 +181,34 @@ class Commands:
                     pids = {int(p) for p in (w.hook_pids or "").split(",") if p.isdigit()}
                     self.windows[w.id] = _Window(w.id, w.agent_pid, w.pid_mark if self.available else None, pids)
 
-    def explaining(self) -> str | None:
-        """For a change the watcher has just read: the windows whose command may have made
-        it, as "w:ID,ID" ("w:" when windows are open but none of their commands had
-        started), or None when no shell window is open."""
+    def explaining(self, rel: str | None = None, moved_in: bool = False) -> str | None:
+        """For a change to `rel` (under the root) the watcher has just read: the windows
+        whose command may have made it, as "w:ID,ID" ("w:" when windows are open but none
+        of their commands had started when it was made), or None when no shell window is
+        open. Without `rel`, only the pid account speaks; `moved_in`: `rel` is where a
+        rename put something."""
         with self.lock:
             if not self.windows:
                 return None
             if any(w.waiting for w in self.windows.values()):
                 self._look()
             ids = [w.id for w in self.windows.values() if not w.waiting]
+            if ids and rel is not None and self.root is not None:
+                ids = self._made_since(ids, rel, moved_in)
             return "w:" + ",".join(map(str, sorted(ids)))
+
+    def _made_since(self, ids: list[int], rel: str, moved_in: bool) -> list[int]:
+        """Of windows `ids` (not waiting), those whose command may have made `rel`'s last
+        change: all but those a look found waiting after it (see the module docstring)."""
+        looked = [self.windows[i] for i in ids if self.windows[i].waited is not None]
+        if not looked:
+            return ids
+        changed = changed_ns(self.root, rel, moved_in)
+        if changed is None:
+            return ids
+        now = (kernel_wall_ns(), time.monotonic_ns())
+        before = {w.id for w in looked if made_before(changed, w.waited, now)}
+        return [i for i in ids if i not in before]
 
     def poll(self) -> None:
         """A look between changes: keeps the account of a waiting window short."""
@@ -195,6 +222,9 @@ class Commands:
         # process still being created has its pid (the mark counts it) but is neither
         # listed nor found under /proc until the kernel attaches it, which a busy machine
         # can delay; _account looks such a pid up again and never takes it for a thread.
+        # The clocks come before the mark: a process of the command has a pid past the mark,
+        # so it started after them.
+        started = (kernel_wall_ns(), time.monotonic_ns())
         last = last_pid()
         try:
             listed = {int(n) for n in os.listdir("/proc") if n.isdigit()}
@@ -206,6 +236,8 @@ class Commands:
                 why = self._account(w, last, listed, parents)
                 if why:
                     w.waiting, w.why = False, why
+                elif started[0] is not None:
+                    w.waited = started
 
     def _account(self, w: _Window, last: int | None, listed: set[int] | None,
                  parents: dict[int, int | None]) -> str:

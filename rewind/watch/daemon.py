@@ -66,7 +66,7 @@ class Watcher(ShellWindows):
         self.group = None
         self.events = 0
         from rewind.capture.procs import Commands
-        self.commands = Commands()
+        self.commands = Commands(root)
         self.closed: set[int] = set()            # windows a close marker took out
         self.exclude = exclude_signature(root)   # .git/info/exclude as the rules read it
         self.windows_lock = threading.RLock()    # markers (observer thread) and refreshes (main)
@@ -151,7 +151,7 @@ class Watcher(ShellWindows):
                         self.group._add_all_callbacks(os.fsencode(self.root))
                     except OSError:
                         pass
-            writer = self.commands.explaining()
+            writer = self.commands.explaining(rel, moved_in=etype == "moved" and kind == "c")
             with self.lock:
                 self.buffered.append((rel, kind, now, writer))
 

@@ -77,9 +77,10 @@ def agent():
     a.close()
 
 
-def window(agent: Agent, wid: int = 1, hooks: str = "") -> Commands:
-    """A shell window of `agent`, opened now (the hook's mark: the last pid handed out)."""
-    c = Commands()
+def window(agent: Agent, wid: int = 1, hooks: str = "", root=None) -> Commands:
+    """A shell window of `agent`, opened now (the hook's mark: the last pid handed out);
+    `root`: the project the changes are in."""
+    c = Commands(None if root is None else str(root))
     c.update([ShellWindow(wid, agent.proc.pid, last_pid(), hooks)], set())
     return c
 
@@ -313,3 +314,50 @@ def test_the_hook_finds_its_agent_past_the_shells(tmp_path):
     assert agent == os.getpid()                  # pytest ran sh, sh ran the hook
     assert len(chain) == 2                       # the hook and its sh
     assert hook_chain()[1][0] == os.getpid()
+
+
+def _wait_for(path, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+
+
+def test_a_change_read_after_the_command_started_is_placed_by_its_time(agent, tmp_path):
+    """A busy watcher reads the person's edit only once the command runs: the file's ctime
+    is older than the last look that found the window waiting, so it is not the command's.
+    What the command then writes, and a file it changes again, are."""
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f.txt").write_text("through a link")
+    os.symlink("real", tmp_path / "link")
+    (tmp_path / "doomed.txt").write_text("deleted by the command")
+    (tmp_path / "quiet").mkdir()
+
+    def the_person_then_a_look():
+        c = window(agent, root=tmp_path)
+        (tmp_path / "typed.txt").write_text("the person, while the agent asks for permission")
+        (tmp_path / "dir" / "deep.txt").write_text("the person, deeper")
+        (tmp_path / "again.txt").write_text("the person, then the command")
+        (tmp_path / "quiet" / "gone.txt").write_text("written and deleted by the person")
+        (tmp_path / "quiet" / "gone.txt").unlink()
+        time.sleep(0.1)                          # more than a tick of the kernel's coarse clock
+        assert looked(c) == "w:"                 # this look still finds no command
+        return c
+    c = without_intruders(the_person_then_a_look)
+    agent.run(f"bg echo x > {tmp_path}/made.txt; echo y >> {tmp_path}/again.txt; "
+              f"rm {tmp_path}/doomed.txt; sleep 3")
+    _wait_for(tmp_path / "made.txt")
+    deadline = time.monotonic() + 10
+    while (tmp_path / "doomed.txt").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert c.explaining() == "w:1"               # the command runs: no file named, no proof
+    assert "descends from the agent" in c.why()[1]
+    assert c.explaining("typed.txt") == "w:"     # read late, made before the look
+    assert c.explaining("dir/deep.txt") == "w:"
+    assert c.explaining("quiet/gone.txt") == "w:"  # gone: its directory says when
+    assert c.explaining("made.txt") == "w:1"     # the command's
+    assert c.explaining("again.txt") == "w:1"    # changed again by the command
+    assert c.explaining("doomed.txt") == "w:1"   # gone: its directory's change is the command's
+    assert c.explaining("link/f.txt") == "w:1"   # through a symlink: another file's times
