@@ -13,6 +13,8 @@ on the filesystem's own clock) is saved with size -1, so the next scan hashes it
 
 `Walker` is driven by scan.py's entry points (a whole tree, or the directories on the way
 to dirty paths) and by the fan-out's worker processes (some entries of one directory each).
+Past the house's ~350 lines on purpose: the descent through directory fds and the stat-cache
+checks are one loop, so each path is judged in one place; reading a file is apart (walk_reads.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ default the watcher's rows (`WatcherRows`), else `FullScan`, or a `Fixed` set in
 A written or nothing scan of a project never scanned reads as `auto` does. `commit_tree`
 commits a tree known already (a pending checkpoint's, rebuilt as at its prompt: pending.py).
 `locked` only takes the lock; callers that complete what is pending first use
-`pending.locked_completing`.
+`pending.locked_completing`. Past the house's ~350 lines on purpose: `WorkingCopy` keeps scan
+and commit together, since the write order above is its contract; the requests are named here.
 """
 
 from __future__ import annotations

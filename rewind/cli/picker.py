@@ -14,6 +14,10 @@ picker says so until then; `rewind to N` waits for it).
 
 Built on Textual (from the makers of rich, already a dependency): real widgets, and a test
 pilot that drives the app in the tests the way a person would.
+
+Past the house's ~350 lines on purpose: `run_picker` is one Textual app whose keys, rows and
+restore dialog share one state (the rows, the selection, the plan); split, that state would be
+passed around. Its texts that are not the app's own live apart (restore_view.py, authors.py).
 """
 
 from __future__ import annotations

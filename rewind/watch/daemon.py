@@ -24,6 +24,10 @@ It serves the project's hooks over a private socket (serve.py): a hook is then a
 client, and the event is recorded here, warm. Its first scan runs on a thread of its own
 (first_scan.py); a prompt meanwhile does not wait for it (capture/pending.py). The process
 around it (its lock, its signals): process.py.
+
+Past the house's ~350 lines on purpose: the event path, the flush and the main loop share the
+watcher's buffer and its locks, and stay together; the rest is apart (windows.py, serve.py,
+first_scan.py, process.py, report.py, answers.py).
 """
 
 from __future__ import annotations
