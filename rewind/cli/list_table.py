@@ -1,6 +1,8 @@
 """The two layouts of `rewind list`: aligned plain columns (piped, NO_COLOR) and a rich table
 (a terminal). Both give a checkpoint one line at any width: the prompt is the column that
-gives way, so a long count or a long prompt never wraps a row or pushes the next column."""
+gives way, so a long count or a long prompt never wraps a row or pushes the next column, and
+the counts are cut only when the prompt would keep less than PROMPT_MIN. A row's badges open
+its prompt column: a row without any gives up no room for them."""
 
 from __future__ import annotations
 
@@ -24,9 +26,24 @@ class Row:
 
 
 def _cells(row: Row, with_project: bool) -> list[str]:
-    marks = " ".join(f"[{label}]" for label, _ in _badges(row))
+    """The fixed columns' cells; the badges open the prompt's (a row without any gives up
+    no room for them)."""
     project = [_tail(render.display_path(row.project or ""), PROJECT_MAX)] if with_project else []
-    return project + [str(row.cp.number), render.age(row.cp.created_at), row.cp.kind, _counts(row), marks]
+    return project + [str(row.cp.number), render.age(row.cp.created_at), row.cp.kind, _counts(row)]
+
+
+def _widths(table: list[list[str]], heads: list[str], width: int) -> list[int]:
+    """Each fixed column as wide as its widest cell; the prompt keeps PROMPT_MIN, and when
+    that does not fit, the counts give way first (never below COUNTS_MIN)."""
+    if not table:
+        return [render.cells(h) for h in heads]
+    widths = [max([render.cells(h) for h in heads[i:i + 1]] + [render.cells(c[i]) for c in table])
+              for i in range(len(table[0]))]
+    counts = len(widths) - 1
+    over = sum(w + 2 for w in widths) + PROMPT_MIN - width
+    if over > 0:
+        widths[counts] = max(COUNTS_MIN, widths[counts] - over)
+    return widths
 
 
 def _badges(row: Row) -> list[tuple[str, str]]:
@@ -46,23 +63,18 @@ def plain_lines(rows: list[Row], with_project: bool) -> list[str]:
     left of the width (render.width); a fold line under its checkpoint, from the kind column."""
     width = render.width()
     table = [_cells(row, with_project) for row in rows]
-    widths = [max(render.cells(cells[i]) for cells in table) for i in range(len(table[0]))]
-    counts = len(widths) - 2
-    kind = counts - 1
-    over = sum(w + 2 for w in widths if w) + PROMPT_MIN - width
-    if over > 0:
-        widths[counts] = max(COUNTS_MIN, widths[counts] - over)
+    widths = _widths(table, [], width)
+    kind = len(widths) - 2
     right = {0, 1} if not with_project else {1, 2}       # the id and the age, right-aligned
     lines = []
     for row, cells in zip(rows, table):
         parts = []
         for i, (cell, w) in enumerate(zip(cells, widths)):
-            if not w:
-                continue
             cell = render.clip(cell, w)
             pad = " " * (w - render.cells(cell))
             parts.append(pad + cell if i in right else cell + pad)
-        line = "  ".join(parts) + "  " + describe(row.cp)
+        marks = "".join(f"[{label}] " for label, _ in _badges(row))
+        line = "  ".join(parts) + "  " + marks + describe(row.cp)
         lines.append(render.clip(line.rstrip(), width))
         if row.fold:
             indent = sum(w + 2 for w in widths[:kind])
@@ -94,29 +106,28 @@ def print_table(rows: list[Row], with_project: bool) -> None:
     ends in an ellipsis when it does not fit; a fold line sits in the prompt column, dim."""
     from rich.table import Table
     from rich.text import Text
-    marks = [_marks(row) for row in rows]
-    with_marks = any(marks)
+    heads = (["project"] if with_project else []) + ["id", "age", "kind", "changes after"]
+    cells = [_cells(row, with_project) for row in rows]
+    widths = _widths(cells, heads, render.console().width)
     table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
-    for col in ((["project"] if with_project else []) + ["id", "age", "kind", "changes after"]
-                + ([""] if with_marks else [])):
-        table.add_column(col, no_wrap=True, overflow="ellipsis", justify="right" if col in ("id", "age") else "left")
+    for col, w in zip(heads, widths):
+        table.add_column(col, no_wrap=True, overflow="ellipsis", width=w,
+                         justify="right" if col in ("id", "age") else "left")
     table.add_column("prompt / message", no_wrap=True, overflow="ellipsis", ratio=1)
     blank = [""] * (len(table.columns) - 1)
-    for row, mark in zip(rows, marks):
-        project = [_tail(render.display_path(row.project or ""), PROJECT_MAX)] if with_project else []
-        table.add_row(*project, Text(str(row.cp.number), style="bold"), render.age(row.cp.created_at),
-                      row.cp.kind, _counts(row), *([mark] if with_marks else []),
-                      Text(describe(row.cp)))
+    for row, fixed in zip(rows, cells):
+        table.add_row(*fixed[:-4], Text(fixed[-4], style="bold"), *fixed[-3:], _marks(row) + Text(describe(row.cp)))
         if row.fold:
             table.add_row(*blank, Text(row.fold, style="dim"))
     render.console().print(table)
 
 
 def _marks(row: Row):
-    """The badges as reversed labels (Text: a label is never read as markup)."""
+    """The badges as reversed labels, each followed by a space (Text: a label is never read
+    as markup)."""
     from rich.text import Text
     text = Text()
-    for i, (label, style) in enumerate(_badges(row)):
-        text.append(" " if i else "")
+    for label, style in _badges(row):
         text.append(f" {label} ", style=f"bold {style} reverse")
+        text.append(" ")
     return text

@@ -129,11 +129,17 @@ def test_plain_columns_align_and_a_checkpoint_takes_one_line_at_80_columns(tmp_p
         # the counts reach 25 characters and more, and push nothing: each column starts where
         # it starts on every row
         counts = [re.search(r"  (?:prompt|rewind)  (\S.*?)(?:  |$)", row).group(1) for row in rows]
-        assert any(len(c) >= 25 for c in counts) or any(c.endswith("…") for c in counts), counts
+        assert any(len(c) >= 25 for c in counts), counts
+        # ... and are never cut at 80 columns: the badges take room only on the rows that have one
+        assert not any(c.endswith("…") for c in counts), counts
         for pattern, edge in ((r"\d+[smhd] ago", "end"), (r"(?:prompt|rewind)  ", "start")):
             assert len({getattr(re.search(pattern, row), edge)() for row in rows}) == 1, (pattern, rows)
-        prompts = {row.index(text[:12]) for row, text in zip(rows, _texts(root, _ids(rows)))}
-        assert len(prompts) == 1, rows
+        # the prompt column (a row's badges, then its prompt) starts where it starts on every row
+        starts = set()
+        for row, text in zip(rows, _texts(root, _ids(rows))):
+            at = row.index(text[:12])
+            starts.add(at - len(re.search(r"((?:\[[a-z ]+\] )*)$", row[:at]).group(1)))
+        assert len(starts) == 1, rows
 
 
 def _texts(root: Path, ids: list[int]) -> list[str]:
@@ -148,6 +154,8 @@ def test_badges_say_what_the_counts_do_not(tmp_path):
     assert not any("[bash]" in row or "[external]" in row for row in rows), rows
     symlink = [row for row in rows if "[symlink]" in row]              # the symlink prompt keeps its badge
     assert _ids(symlink) == [2], rows
+    text = _texts(root, [2])[0]
+    assert f"[symlink] {text[:12]}" in symlink[0], symlink    # opening its prompt
 
 
 def test_the_rich_table_is_one_line_per_checkpoint_at_80_columns(tmp_path):
@@ -161,6 +169,10 @@ def test_the_rich_table_is_one_line_per_checkpoint_at_80_columns(tmp_path):
     assert _ids(rows) == [5, 4, 3, 2, 1], lines
     assert lines[1 + len(rows) + 2:][0].startswith("tool = "), lines       # 5 rows, 2 folds, the legend
     assert " symlink " in out and " bash \x1b" not in out and " external \x1b" not in out
+    # the counts are whole at 80 columns; the symlink badge opens its prompt
+    assert not any(re.search(r"\d+ [a-z]*…", row) for row in rows), rows
+    assert any(re.search(r"\d+ external", row) for row in rows), rows
+    assert re.search(r" symlink  \S", [r for r in rows if ROW.match(r).group(1) == "2"][0]), rows
     # the fold sits in the prompt column, whose width is what the other columns leave (their
     # ages and counts): on a slow machine "6, 7" may be cut, never the fold itself
     assert any(re.search(r"↳ rewinds here: 6", line) for line in lines), lines

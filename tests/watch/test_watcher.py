@@ -79,6 +79,25 @@ def end_session(root: Path, session: str = "s-watch") -> None:
         assert wait_gone(row["pid"]), "the watcher outlived `rewind watch --stop`"
 
 
+def recorded(root: Path, rel: str, timeout: float = 60) -> str | None:
+    """Until the watcher has written down an event of `rel`: the writer it gave it ("w:IDS",
+    or None outside shell windows). Read in this process: a process started now would be
+    one the pid account must look at."""
+    deadline = time.monotonic() + timeout
+    cat = Catalog(os.environ["REWIND_HOME"])
+    try:
+        pid = cat.project_id(str(root), create=False)
+        while time.monotonic() < deadline:
+            row = cat.db.execute("SELECT writer FROM watch_events WHERE project_id=? AND path=? ORDER BY seq DESC",
+                                 (pid, os.fsencode(rel))).fetchone()
+            if row is not None:
+                return row[0]
+            time.sleep(0.02)
+    finally:
+        cat.close()
+    raise AssertionError(f"the watcher never wrote down {rel}")
+
+
 def changes(root: Path, number: int) -> dict[str, dict]:
     out = json.loads(run_rewind("show", str(number), "--json", cwd=root, check=0).stdout)
     return {c["path"]: c for c in out["changes"]}
@@ -103,9 +122,12 @@ def test_changes_are_placed_in_time_against_the_tool_windows(session):
     hook(payload("UserPromptSubmit", root), root)                       # checkpoint 1
     pre, post = tool_pair(root, "Bash", command="sleep 0.5; echo built > out.txt")
     hook(pre, root)
-    # the command waits for permission: the person edits in the meantime
+    # the command waits for permission (seconds, for a person): the person edits meanwhile,
+    # and the watcher reads the edit before the command starts. On a starved machine that
+    # can take longer than any fixed sleep; without a look that finds the command not
+    # started after the edit, the edit is rightly the command's (README, "What it cannot tell")
     write(root, "notes.txt", "typed while Claude asked for permission")
-    time.sleep(0.3)
+    assert recorded(root, "notes.txt") == "w:"
     subprocess.run(pre["tool_input"]["command"], shell=True, cwd=root, check=True)   # the command runs
     hook(post, root)
     wpre, wpost = tool_pair(root, "Write", file_path=str(root / "src/m1.py"), content="x = 'tool'\n")
