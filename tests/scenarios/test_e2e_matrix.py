@@ -191,7 +191,7 @@ def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
         'if [ $n = 2 ]; then printf "edited by the person\\n" >> README.md; fi\n'
         'if [ $n = 3 ]; then printf "mine\\n" > person.txt; fi\n'
         # Gemini CLI starts node twice per prompt (it relaunches itself with more heap)
-        # unless told not to; test_e2e_agents.py keeps the relaunch, whose process chain
+        # unless told not to; test_e2e_agents.py keeps the relaunch with the watcher, whose process chain
         # the shell windows' pid account must follow
         + ("export GEMINI_CLI_NO_RELAUNCH=true\n" if agent == "gemini" else "")
         + f'exec {shlex.quote(real)} "$@"\n')
