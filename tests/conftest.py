@@ -42,6 +42,24 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """REWIND_TEST_CPU=FILE appends each test's CPU seconds (this worker's and its waited-for
+    children's; a detached watcher's are not counted) and wall seconds to FILE: on a busy
+    machine the suite's time follows its CPU, not its wall time (`sort -k2 -n FILE`)."""
+    out = os.environ.get("REWIND_TEST_CPU")
+    if not out:
+        return (yield)
+    before, wall = os.times(), time.monotonic()
+    try:
+        return (yield)
+    finally:
+        after = os.times()
+        cpu = sum(after[:4]) - sum(before[:4])
+        with open(out, "a") as f:
+            f.write(f"{item.nodeid} {cpu:.2f} {time.monotonic() - wall:.2f}\n")
+
+
 @pytest.fixture(autouse=True)
 def _serial(request, tmp_path_factory):
     """Under pytest-xdist the workers run tests side by side; a test marked `serial` changes a
