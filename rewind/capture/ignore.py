@@ -29,8 +29,8 @@ import time
 from rewind.capture.wildmatch import parse_line
 from rewind.constants import COARSE_MTIME_NS, PROJECT_FILE, TMP_PREFIX
 
-__all__ = ["ALWAYS_IGNORED_NAMES", "GIT_EXCLUDE", "IGNORE_FILES", "TMP_PREFIX", "IgnoreRules", "exclude_signature",
-           "is_always_ignored"]
+__all__ = ["ALWAYS_IGNORED_NAMES", "EXCLUDE_BEGIN", "EXCLUDE_END", "GIT_EXCLUDE", "IGNORE_FILES", "TMP_PREFIX", "IgnoreRules", "exclude_signature",
+           "is_always_ignored", "without_rewinds_block"]
 
 ALWAYS_IGNORED_NAMES = frozenset({".git"})
 IGNORE_FILES = (".gitignore", ".rewindignore")   # in every directory, after .git/info/exclude
@@ -71,22 +71,55 @@ def is_always_ignored(name: str) -> bool:
 
 def _read_lines(path, follow=False):
     """Pattern lines of an ignore file, split like git (LF, optional CR, BOM)."""
+    return _split_lines(_read_bytes(path, follow))
+
+
+def _exclude_lines(root):
+    """<root>/.git/info/exclude's pattern lines, without the block rewind keeps there."""
+    return _split_lines(without_rewinds_block(_read_bytes(os.path.join(root, GIT_EXCLUDE), True)))
+
+
+def _read_bytes(path, follow=False) -> bytes:
     try:
         fd = os.open(path, _OPEN_FLAGS | (0 if follow else _NOFOLLOW))
     except (OSError, ValueError):
-        return []
+        return b""
     try:
         if os.fstat(fd).st_mode & 0o170000 != 0o100000:  # regular files only
-            return []
+            return b""
         with open(fd, "rb", closefd=False) as f:
             data = f.read(MAX_IGNORE_FILE + 1)
     except OSError:
-        return []
+        return b""
     finally:
         os.close(fd)
     if len(data) > MAX_IGNORE_FILE:
-        return []       # not a real ignore file: no rules from it (more is captured, nothing lost)
-    return _split_lines(data)
+        return b""      # not a real ignore file: no rules from it (more is captured, nothing lost)
+    return data
+
+
+# The lines `rewind hooks install` adds to .git/info/exclude for an agent's settings file that
+# holds this machine's paths (hooks/gitexclude.py): git reads them and so leaves the file out
+# of `git status` and commits; rewind's own rules skip them, so the file stays recorded and
+# restored like any other.
+EXCLUDE_BEGIN = b"# rewind: agent hook settings with this machine's paths (`rewind hooks uninstall` takes them out)"
+EXCLUDE_END = b"# rewind: end"
+
+
+def without_rewinds_block(data: bytes) -> bytes:
+    """An exclude file's bytes without the lines between rewind's two marker lines."""
+    if EXCLUDE_BEGIN not in data:
+        return data
+    kept, inside = [], False
+    for line in data.split(b"\n"):
+        bare = line.rstrip(b"\r")
+        if bare == EXCLUDE_BEGIN:
+            inside = True
+        elif inside and bare == EXCLUDE_END:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return b"\n".join(kept)
 
 
 MAX_IGNORE_FILE = 64 * 1024 * 1024
@@ -190,7 +223,7 @@ class IgnoreRules:
             return hit[1]
         runs = ()
         if os.path.isdir(os.path.join(root, ".git")):
-            runs = _compile_runs(_read_lines(os.path.join(root, GIT_EXCLUDE), True), 0)
+            runs = _compile_runs(_exclude_lines(root), 0)
         rules = cls(runs, _own_dirs(root)).for_subdir("", root)
         if key is not None:
             if len(_ROOT_RULES) >= 16:
@@ -216,7 +249,7 @@ class IgnoreRules:
         order), e.g. as a checkpoint's tree holds them; .git/info/exclude read from disk."""
         runs = ()
         if os.path.isdir(os.path.join(root, ".git")):
-            runs = _compile_runs(_read_lines(os.path.join(root, GIT_EXCLUDE), True), 0)
+            runs = _compile_runs(_exclude_lines(root), 0)
         return cls(runs, _own_dirs(root)).with_contents("", contents)
 
     def with_contents(self, rel_dir: str, contents: list[bytes]) -> "IgnoreRules":

@@ -37,3 +37,6 @@ def register(app: typer.Typer) -> None:
         if got["left_out"]:
             render.err(f"note: {len(got['left_out'])} file(s) too large to be stored are not in it: "
                        + ", ".join(got["left_out"][:5]))
+        if got["kept_out"]:
+            render.err("note: left out, as `rewind hooks install` keeps them out of git (rewind's hooks"
+                       " with this machine's paths): " + ", ".join(got["kept_out"]))

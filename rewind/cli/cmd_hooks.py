@@ -10,7 +10,8 @@ import typer
 from rewind.cli import render
 from rewind.cli.options import JsonOpt, ProjectOpt
 from rewind.errors import UsageError
-from rewind.hooks import ADAPTERS, install as installer
+from rewind.capture.ignore import GIT_EXCLUDE
+from rewind.hooks import ADAPTERS, gitexclude, install as installer
 
 
 def _adapter(agent: str):
@@ -33,6 +34,14 @@ def _scope(mod, scope: Optional[str]) -> str:
     if scope not in scopes:
         raise UsageError(f"--scope for {mod.AGENT} is one of {', '.join(scopes)}")
     return scope
+
+
+def _bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 AGENTS_HELP = "claude, gemini, codex, cursor (generic: see the README)"
@@ -81,9 +90,13 @@ def register(app: typer.Typer) -> None:
         scope = _scope(mod, scope)
         root = _root(project)
         path = mod.settings_path(scope, root)
+        before = _bytes(installer.through_link(path))
         command = installer.install(path, agent, mod.HOOK_EVENTS, flat=getattr(mod, "FLAT", False),
                                     top=getattr(mod, "TOP", None))
         notes = mod.after_install(path, scope) if hasattr(mod, "after_install") else []
+        kept_out = gitexclude.keep_out(root, path, agent, before)
+        if kept_out:
+            notes.append(kept_out)
         from rewind import locations
         from rewind.fsutil import ensure_private_dir
         from rewind.hooks import reserve
@@ -106,11 +119,14 @@ def register(app: typer.Typer) -> None:
         """Take rewind's entries out of the agent's settings, leaving everything else."""
         mod = _adapter(agent)
         scope = _scope(mod, scope)
-        path = mod.settings_path(scope, _root(project))
+        root = _root(project)
+        path = mod.settings_path(scope, root)
         removed = installer.uninstall(path, agent)
         if hasattr(mod, "after_uninstall"):
             mod.after_uninstall(path, scope)
         render.out(f"Removed rewind's {agent} hooks from {path}" if removed else f"No rewind hooks in {path}")
+        if gitexclude.let_in(root, path):
+            render.out(f"  {GIT_EXCLUDE} no longer names it")
 
     @hooks_app.command("status")
     def status_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP),

@@ -14,7 +14,7 @@ from rewind.cli.list_view import describe
 from rewind.cli.options import CheckpointArg, ProjectOpt, YesOpt
 from rewind.cli.options import JsonOpt
 from rewind.cli.restore_view import (changed, confirm, forked_text, left_alone, paths_phrase, plan_json, present,
-                                     print_plan, rewind_scope, say_rewound, view_of)
+                                     print_plan, resume_command, rewind_scope, say_rewound, view_of)
 from rewind.errors import RewindError, UndoUnavailable
 from rewind.history.restore import restore, undo
 from rewind.history.restore_plan import RestorePlan, held_by, plan_for_display, unmatched
@@ -25,8 +25,9 @@ def _fork(target, dry_run: bool, root: str) -> None:
     new_id, path = fork(target, dry_run=dry_run)
     if dry_run:
         render.out(f"Would write a conversation that ends before checkpoint {target.number}'s prompt: {path}")
+        render.out(f"  to continue with:  {resume_command(root, new_id, path)}")
         return
-    render.out(forked_text(target, new_id, root))
+    render.out(forked_text(target, new_id, root, path))
 
 
 def _again(command: str, given: list[str] | None) -> str:

@@ -347,8 +347,8 @@ def run_picker(project):
                     self.restored = Restored(cp, result.plan)
                     said.append(rewound_text(cp, result.safety, result.plan, paths))
                 if choice in ("conversation", "both"):
-                    new_id, _ = fork(cp)
-                    said.append(forked_text(cp, new_id, project.root))
+                    new_id, written = fork(cp)
+                    said.append(forked_text(cp, new_id, project.root, written))
             except RewindError as e:
                 self.failure = e
             self.exit("\n".join(said) or None)

@@ -17,6 +17,7 @@ that are not UTF-8 stay as they were.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -92,7 +93,8 @@ def _parse(line: bytes):
 
 
 def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
-    """Write the forked transcript; returns (new session id, its path)."""
+    """Write the forked transcript; returns (new session id, its path). With `dry_run`, the
+    id and path the real run would write."""
     if cp.agent != "claude":
         raise ConversationUnavailable(f"checkpoint {cp.number} is from {cp.agent or 'no agent session'}: "
                                       "rewinding the conversation works for Claude Code sessions")
@@ -115,9 +117,40 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
     if not any(isinstance(e, dict) and e.get("type") in ("user", "assistant") for e in entries[:cut]):
         raise ConversationUnavailable(f"checkpoint {cp.number} comes before the first prompt of its session: "
                                       "there is no earlier conversation to continue", hint="start a new session")
-    new_id = str(uuid.uuid4())
+    kept = list(zip(raw_lines[:cut], entries[:cut]))
+    seed = hashlib.sha256(b"\n".join(raw for raw, _ in kept)).hexdigest()
+    for attempt in range(100):
+        # The id comes from what is kept, so the dry run names the file the real run writes,
+        # and forking the same point again gives the same session back; a file of that name
+        # with other bytes (the fork resumed and continued) gets the next id
+        new_id = str(uuid.uuid5(_FORKS, f"{cp.session_id}:{cp.number}:{seed}:{attempt}"))
+        data = b"\n".join(_renamed(kept, new_id)) + b"\n"
+        target = os.path.join(os.path.dirname(path), new_id + ".jsonl")
+        try:
+            with open(target, "rb") as f:
+                if f.read(len(data) + 1) == data:
+                    return new_id, target          # written by an earlier fork of this point
+        except FileNotFoundError:
+            break
+        except OSError:
+            pass
+    else:
+        raise ConversationUnavailable(f"cannot find a free name for the new transcript beside {path}")
+    if not dry_run:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    return new_id, target
+
+
+_FORKS = uuid.UUID("5b0c1d0e-7e2a-4c8e-9a51-72657769e46e")   # rewind's namespace for fork ids
+
+
+def _renamed(kept: list, new_id: str) -> list[bytes]:
     out = []
-    for raw, e in zip(raw_lines[:cut], entries[:cut]):
+    for raw, e in kept:
         if isinstance(e, dict) and "sessionId" in e:
             line = _with_session(raw, new_id)
             # a key spelled with escapes (never seen): the entry again, every character that
@@ -126,11 +159,4 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
                        json.dumps(dict(e, sessionId=new_id), separators=(",", ":")).encode("ascii"))
         elif raw.strip():
             out.append(raw)
-    target = os.path.join(os.path.dirname(path), new_id + ".jsonl")
-    if not dry_run:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, b"\n".join(out) + b"\n")
-        finally:
-            os.close(fd)
-    return new_id, target
+    return out

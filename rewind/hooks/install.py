@@ -56,6 +56,11 @@ def _load(path: str) -> tuple[dict, bytes | None]:
     return data, raw
 
 
+def strip_ours(settings: dict, agent: str) -> dict:
+    """A copy of a settings dict without rewind's entries for `agent`."""
+    return _strip(json.loads(json.dumps(settings)), agent)
+
+
 def _strip(settings: dict, agent: str) -> dict:
     hooks = settings.get("hooks")
     if not isinstance(hooks, dict):
@@ -123,7 +128,7 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
     (Cursor's "version"), set only when absent."""
     path = through_link(path)
     settings, raw = _load(path)
-    stripped = _strip(json.loads(json.dumps(settings)), agent)
+    stripped = strip_ours(settings, agent)
     if stripped == settings:
         keep_original(path, raw)    # the original is a file rewind has not changed yet
     settings = stripped
@@ -157,7 +162,7 @@ def uninstall(path: str, agent: str) -> bool:
     settings, raw = _load(path)
     if raw is None:
         return False
-    stripped = _strip(json.loads(json.dumps(settings)), agent)
+    stripped = strip_ours(settings, agent)
     if stripped == settings:
         return False
     give_back(path, (json.dumps(stripped, indent=2) + "\n").encode(),
@@ -216,7 +221,7 @@ PROJECT_SETTINGS = {".claude/settings.json": "claude", ".claude/settings.local.j
                     ".cursor/hooks.json": "cursor"}
 
 
-def _ours(settings: dict, agent: str) -> dict[str, list]:
+def rewind_entries(settings: dict, agent: str) -> dict[str, list]:
     """rewind's own entries in a settings dict: event -> groups (or flat handlers)."""
     found: dict[str, list] = {}
     hooks = settings.get("hooks")
@@ -250,7 +255,7 @@ def keep_ours(rel_path: str, current: bytes | None, target: bytes | None) -> byt
         return None
     if not isinstance(now, dict) or not isinstance(then, dict):
         return None
-    ours = _ours(now, agent)
+    ours = rewind_entries(now, agent)
     if not ours:
         return None
     merged = _strip(then, agent)

@@ -233,7 +233,8 @@ def test_each_choice_does_what_it_says(tmp_path, key, choice):
         assert fingerprint(rec.root) == before
     if choice in ("conversation", "both"):
         new_id = said.split("claude --resume ")[1].split()[0]
-        assert f"cd {rec.root} && claude --resume {new_id}" in said
+        config = rec.transcript.parents[2]                           # not ~/.claude: named
+        assert f"cd {rec.root} && CLAUDE_CONFIG_DIR={config} claude --resume {new_id}" in said
         assert forks == [rec.transcript.parent / f"{new_id}.jsonl"]
         entries = [json.loads(line) for line in forks[0].read_text().splitlines()]
         kept = [e["message"]["content"] for e in entries if e["type"] == "user"]

@@ -37,6 +37,29 @@ def test_the_cut_is_before_the_prompt_and_every_entry_moves_to_the_new_session(t
     assert open(c.transcript_path).read().count("second") == 1        # the original is untouched
 
 
+def test_the_dry_run_names_the_file_the_fork_writes_and_a_fork_again_is_the_same_session(tmp_path):
+    c = cp(tmp_path, [user("first", "p1"), {"type": "assistant", "sessionId": "s"}, user("second", "p2")])
+    planned = fork(c, dry_run=True)
+    assert not (tmp_path / f"{planned[0]}.jsonl").exists()
+    assert fork(c) == planned and open(planned[1]).read().count(planned[0]) == 2
+    assert fork(c) == planned                                # the same point again: the same session
+    with open(planned[1], "a") as f:                          # the fork resumed and continued
+        f.write(json.dumps(user("more", "p9", sid=planned[0])) + "\n")
+    again = fork(c, dry_run=True)
+    assert again[0] != planned[0] and fork(c) == again
+    assert "more" in open(planned[1]).read() and "more" not in open(again[1]).read()
+
+
+def test_the_resume_command_names_a_config_dir_that_is_not_the_default(tmp_path, monkeypatch):
+    from rewind.cli.restore_view import resume_command
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    other = tmp_path / "cfg dir" / "projects" / "-proj" / "abc.jsonl"
+    assert resume_command("/proj", "abc", str(other)) == \
+        f"cd /proj && CLAUDE_CONFIG_DIR='{tmp_path / 'cfg dir'}' claude --resume abc"
+    default = tmp_path / "home" / ".claude" / "projects" / "-proj" / "abc.jsonl"
+    assert resume_command("/proj", "abc", str(default)) == "cd /proj && claude --resume abc"
+
+
 def test_by_prompt_text_when_the_agent_sent_no_prompt_id(tmp_path):
     c = cp(tmp_path, [user("first", None), {"type": "assistant", "sessionId": "s"}, user("second", None)],
            prompt_id=None)

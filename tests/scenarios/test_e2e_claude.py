@@ -74,12 +74,17 @@ def test_the_conversation_forks_to_before_a_checkpoint_and_claude_resumes_it(tmp
     transcripts = list((tmp_path / "proj.realclient-out" / "claude-config" / "projects").rglob("*.jsonl"))
     assert len(transcripts) == 1
     original = transcripts[0].read_bytes()
+    config = transcripts[0].parents[2]
+    dry = run_rewind("to", "2", "--dry-run", "--conversation-only", cwd=proj, check=0).stdout
+    named = dry.split("prompt: ")[1].split("\n")[0]
     out = run_rewind("to", "2", "--yes", "--conversation", cwd=proj, check=0).stdout
     new_id = out.split("claude --resume ")[1].split()[0]
+    assert named == str(transcripts[0].parent / f"{new_id}.jsonl")     # the dry run named the file written
+    assert f"CLAUDE_CONFIG_DIR={config} claude --resume {new_id}" in out     # where the transcript lives
     assert (proj / "src/app.py").read_text() == "def main():\n    print('hello')\n"   # the files too
     assert transcripts[0].read_bytes() == original                                    # never modified
     # continue the forked session with the real CLI against a mock that answers one prompt
-    asked = resume_with_mock(CLAUDE, HARNESS, proj, transcripts[0].parents[2], new_id, tmp_path)
+    asked = resume_with_mock(CLAUDE, HARNESS, proj, config, new_id, tmp_path)
     assert asked
     assert "Create the app skeleton" in asked[-1]                    # the conversation before checkpoint 2
     assert "Bump the level" not in asked[-1] and "Move the marker" not in asked[-1]   # nothing after it
