@@ -97,9 +97,25 @@ def _tidy_help(group, parent: str = "") -> None:
             original = cmd.collect_usage_pieces
             cmd.collect_usage_pieces = types.MethodType(
                 lambda self, ctx, original=original: original(ctx) + ["[-- PATH...]"], cmd)
+        if cmd.help and not cmd.short_help:
+            cmd.short_help = _first_sentence(cmd.help)
         examples = EXAMPLES.get(f"{name}@{parent}") or EXAMPLES.get(name)
         if examples and not getattr(cmd, "commands", None):
             cmd.epilog = "Examples:\n\n\b\n" + "\n".join(f"  {e}" for e in examples)
+        if name == "list" and not parent:        # the listing shows it once per terminal session
+            from rewind.cli.list_view import LEGEND
+            cmd.epilog = (cmd.epilog or "") + "\n\nWho changed it:\n\n\b\n" + "\n".join(
+                f"  {entry}" for entry in LEGEND.split(" · "))
+
+
+def _first_sentence(text: str) -> str:
+    """A command's summary in `rewind --help`: its help's first sentence whole (the help
+    formatter wraps it), where click would cut it at 45 characters or the terminal's width
+    with "..."."""
+    import re
+    para = " ".join(text.strip().split("\n\n")[0].split())
+    m = re.search(r"(?<=[.!?])\s", para)
+    return para[:m.start()] if m else para
 
 
 def _tidy_params(cmd) -> None:

@@ -72,9 +72,13 @@ def _first_snapshot(root: str) -> str | None:
         pid = cat.project_id(root, create=False)
         if pid is not None and running(home, cat, pid) is not None:
             return None                    # it watches already (its first snapshot taken or under way)
+        held = cat.count(pid) if pid is not None else 0
     finally:
         cat.close()
     spawn_watcher(root, settings.watch_idle_minutes)
+    if held:                               # a snapshot exists: the watcher reads what changed since
+        return (f"the watcher of {root} is starting in the background ({held} checkpoint"
+                f"{'s' if held != 1 else ''} already; `rewind watch --status`)")
     return f"the first snapshot of {root} is being taken in the background (`rewind watch --status`)"
 
 

@@ -11,7 +11,7 @@ from rewind.capture.changes import changes_under
 from rewind.cli import render
 from rewind.cli.common import no_checkpoints_yet, note_hidden, project_for, warn_hook_failures
 from rewind.cli.json_shapes import checkpoint_json
-from rewind.cli.list_table import Row, plain_lines, print_legend, print_table
+from rewind.cli.list_table import Row, legend_due, plain_lines, print_legend, print_table
 from rewind.cli.list_view import fold_line, fold_targets
 from rewind.cli.options import JsonOpt
 from rewind.cli.pending_view import is_pending, with_pending
@@ -110,7 +110,8 @@ def list_checkpoints(project_dir: Optional[str], all_projects: bool, as_json: bo
     if elsewhere and not all_projects:
         render.out(f"and {len(elsewhere)} rewind(s) to older checkpoints: "
                    f"{', '.join(map(str, sorted(elsewhere)))} (`rewind list --every` lists each)")
-    print_legend()
+    if legend_due():
+        print_legend()
 
 
 def register(app: typer.Typer) -> None:

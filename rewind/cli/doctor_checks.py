@@ -39,6 +39,7 @@ def check_hooks(root: str) -> list[dict]:
 
 def check_watcher(project) -> list[dict]:
     from rewind import config
+    from rewind.hooks.install import installed_for
     from rewind.capture.dirty import healthy, running
     settings = config.load_quietly(project.root)
     row = project.catalog.watcher(project.id)
@@ -57,8 +58,11 @@ def check_watcher(project) -> list[dict]:
                            "nothing is lost (hooks scan the whole tree); the next prompt starts it, or `rewind watch`"))
     elif settings is not None and not settings.watch:
         out.append(finding("ok", "the watcher is turned off (watch = false): hooks scan the whole tree"))
-    else:
+    elif installed_for(project.root):
         out.append(finding("ok", "the watcher is not running; an agent session starts it"))
+    else:                                  # no hooks: no session of an agent starts anything
+        out.append(finding("ok", "the watcher is not running; once hooks are installed (below), an agent "
+                                 "session starts it"))
     if st.fallbacks:
         out.append(finding("warn", f"{st.fallbacks} hook(s) fell back to a full scan (last: {st.fallback})",
                            "see `rewind status`; a lasting cause (watch limit) is listed below"))

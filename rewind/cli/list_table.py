@@ -82,6 +82,36 @@ def plain_lines(rows: list[Row], with_project: bool) -> list[str]:
     return lines
 
 
+LEGEND_SEEN = "legend-seen"     # in the data dir: the terminal session that was last shown the legend
+
+
+def legend_due() -> bool:
+    """The legend under `rewind list` once per terminal session (`rewind list --help` has it
+    always): a person reads it once, then it is noise under every listing. The session is
+    the process session of the shell (getsid), told apart across reboots by the boot id."""
+    import os
+    from rewind import locations
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    mark = f"{boot}:{os.getsid(0)}"
+    path = os.path.join(locations.data_dir(), LEGEND_SEEN)
+    try:
+        with open(path) as f:
+            if f.read() == mark:
+                return False
+    except OSError:
+        pass
+    try:
+        from rewind.fsutil import atomic_write
+        atomic_write(path, mark.encode())
+    except OSError:
+        pass            # a read-only data dir: the legend each time, as before
+    return True
+
+
 def print_legend() -> None:
     """What the sources mean, under the list: dim on a terminal (rich wraps it), broken
     between its entries to fit the width in plain text."""

@@ -30,6 +30,20 @@ def test_every_help_shows_names_not_types_and_has_examples():
             assert "Examples:" in text, (command, text)
 
 
+def test_the_command_list_gives_each_summary_whole_at_80_columns():
+    """`rewind --help` cut summaries with "..." (click's 45 characters or the width): each is
+    its command's first sentence, wrapped."""
+    for command in ("", "hooks"):
+        out = run_rewind(*command.split(), "--help", env={"COLUMNS": "80", "NO_COLOR": "1"}).stdout
+        listing = out.split("Commands:\n")[1]
+        assert "..." not in listing.replace("PATH...", "") and all(len(line) <= 80 for line in listing.splitlines())
+        joined = " ".join(listing.split())
+        for phrase in ("with source and flags.", "or between ID and ID2.", "purge those paths' content from all history instead.",
+                       "(idempotent; a backup is kept)."):
+            if phrase.startswith("(idem") == (command == "hooks"):
+                assert phrase in joined, (phrase, listing)
+
+
 def test_the_usage_of_to_and_diff_names_their_paths():
     assert re.search(r"Usage: rewind to \[OPTIONS\] ID \[PATH\]\.\.\.", help_of("to"))
     assert re.search(r"Usage: rewind diff \[OPTIONS\] ID \[ID2\] \[-- PATH\.\.\.\]", help_of("diff"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -220,3 +221,22 @@ def test_list_before_the_first_checkpoint_says_whether_the_hooks_are_installed(t
     said = run_rewind("list", cwd=root, env=PLAIN, check=0).stdout
     assert "no checkpoints yet: rewind's hooks are installed for claude (local), so the next prompt takes one" in said
     assert "hooks install" not in said, said
+
+
+def test_the_legend_comes_once_per_terminal_session_and_always_in_the_help(tmp_path):
+    root = _recorded(tmp_path)
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="100")
+    cmd = " ".join(shlex.quote(w) for w in REWIND) + " list"
+
+    def session(script: str) -> str:           # one shell of its own session, as a terminal's
+        return subprocess.run(["sh", "-c", script], cwd=root, env=env, capture_output=True, text=True,
+                              start_new_session=True, timeout=60).stdout
+
+    first, second = session(f"{cmd}; echo ===; {cmd}").split("===\n")
+    assert "tool = the agent's edit tools" in first
+    assert "tool = the agent" not in second
+    rows = [line.split()[0] for line in first.splitlines() if line[:1].isdigit()]
+    assert rows and [line.split()[0] for line in second.splitlines() if line[:1].isdigit()] == rows
+    assert "tool = the agent's edit tools" in session(cmd)          # another terminal session
+    helped = run_rewind("list", "--help", env={"NO_COLOR": "1"}, check=0).stdout
+    assert "Who changed it:" in helped and "external = someone else (editor, other process)" in helped

@@ -94,6 +94,8 @@ def test_doctor_on_a_healthy_and_a_broken_setup(tmp_path):
     run_rewind("save", cwd=root, check=0)
     healthy = json.loads(run_rewind("doctor", "--json", cwd=root, check=0).stdout)
     assert healthy["ok"] and all(f["level"] == "ok" for f in healthy["findings"]), healthy
+    watching = json.loads(run_rewind("doctor", "--json", cwd=root, check=0, env={"REWIND_WATCH": "1"}).stdout)
+    assert "the watcher is not running; an agent session starts it" in [f["what"] for f in watching["findings"]]
     # break it three ways: the hook's command gone, the watcher killed, an object damaged
     settings = root / ".claude" / "settings.local.json"
     settings.write_text(settings.read_text().replace("/rewind/hook.py", "/moved-away/rewind/hook.py"))
@@ -113,6 +115,11 @@ def test_doctor_on_a_healthy_and_a_broken_setup(tmp_path):
     run_rewind("hooks", "uninstall", "claude", "--project", root, check=0)
     text = run_rewind("doctor", cwd=root, check=1).stdout
     assert "warn  no agent's hooks are installed" in text and "fix: rewind hooks install claude" in text
+    bare = tmp_path / "bare"
+    write(bare, "a.txt", "a")
+    run_rewind("save", cwd=bare, check=0)
+    text = run_rewind("doctor", cwd=bare, check=0, env={"REWIND_WATCH": "1"}).stdout   # no hooks: no session starts it
+    assert "the watcher is not running; once hooks are installed (below), an agent session starts it" in text
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     text = run_rewind("doctor", cwd=fresh, check=0).stdout

@@ -138,3 +138,10 @@ def test_installing_for_a_project_starts_its_first_snapshot_in_the_background(tm
     said = run_rewind("hooks", "install", "claude", "--project", on, check=0, env={"REWIND_WATCH": "1"}).stdout
     assert "background" not in said and state(on)[0]["pid"] == row["pid"]           # it runs already
     run_rewind("watch", "--stop", cwd=on, check=0)
+    # a project with checkpoints: no "first snapshot" to take, the watcher just starts
+    run_rewind("save", "-m", "one", cwd=on, check=0)
+    run_rewind("hooks", "uninstall", "claude", "--project", on, check=0)
+    said = run_rewind("hooks", "install", "claude", "--project", on, check=0, env={"REWIND_WATCH": "1"}).stdout
+    assert "first snapshot" not in said and f"the watcher of {on} is starting in the background (1 checkpoint already" in said, said
+    wait_ready(on)
+    run_rewind("watch", "--stop", cwd=on, check=0)
