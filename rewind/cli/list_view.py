@@ -15,6 +15,10 @@ BADGES = (("bash", "bash", "yellow"), ("external", "external", "magenta"),
           ("outside", "outside", "red"), ("ignored", "ignored", "red"),
           ("unrecorded", "unrecorded", "red"),
           ("hardlink", "hardlink", "blue"), ("git", "git moved", "blue"))
+# a badge in words, where the fold line has no column to explain it
+FOLD_WORDS = {"symlink": "a symlink", "not restorable": "a file too large to restore",
+              "outside": "a path outside the project", "ignored": "an ignored path",
+              "unrecorded": "a path no longer recorded", "hardlink": "a hard link", "git moved": "git's HEAD"}
 LEGEND = ("tool = the agent's edit tools · bash = its shell commands · external = someone else "
           "(editor, other process) · rewind = a restore · unknown = no hook saw it")
 
@@ -99,7 +103,7 @@ def fold_line(number: int, folded: list[tuple[Checkpoint, list[ChangeRow]]], und
         notes.append(f"then {counts_text(others)}")
     marks = badges(changes, sources=False)
     if marks:
-        notes.append(" ".join(f"[{label}]" for label, _ in marks))
+        notes.append("changing " + ", ".join(FOLD_WORDS.get(label, label) for label, _ in marks))
     return f"↳ {'rewinds' if len(ids) > 1 else 'rewind'} here: {', '.join(ids)} ({'; '.join(notes)})"
 
 
@@ -113,7 +117,7 @@ def restored_text(r: dict) -> str:
     elif by in ("external", "unknown"):
         by = "someone other than the agent" if by == "external" else "unknown"
     elif by is None:
-        return f"put back from checkpoint {r.get('checkpoint')}, written before its history"
+        return f"put back from checkpoint {r.get('checkpoint')} (who wrote it is not known: before rewind recorded it)"
     return f"put back from checkpoint {r.get('checkpoint')}, written by {by}"
 
 

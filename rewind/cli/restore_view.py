@@ -96,7 +96,11 @@ def print_plan(project, plan: RestorePlan, title: str, current=None, view: PlanV
     elif plan.empty:
         render.out(f"  nothing it can change, and {paths_phrase(len(plan.unmet))} the checkpoint holds differ:")
     else:
-        render.out(f"{paths_phrase(len(rows))} {'changes' if len(rows) == 1 else 'change'}:")
+        dirs = sum(1 for _, action, _ in rows if action in ("mkdir", "rmdir"))
+        # the list counts a checkpoint's changed files and links; the plan's directories apart
+        of_them = (f" ({dirs} of them {'a directory' if dirs == 1 else 'directories'})"
+                   if dirs and len(rows) > 1 else "")
+        render.out(f"{paths_phrase(len(rows))} {'changes' if len(rows) == 1 else 'change'}{of_them}:")
     width = max((len(action) for _, action, _ in rows), default=0)
     for path, action, _ in rows[:500]:
         render.out(f"  {action:<{width}}  {render.display_path(path)}")
@@ -136,7 +140,29 @@ def _overwritten(plan: RestorePlan, view: PlanView) -> list[str]:
                    + (f"   <- {mark}" if mark else ""))
     if len(over) > 200:
         render.out(f"  … and {len(over) - 200} more")
+    _the_others(plan, {op.path for op in over})
     return not_agent
+
+
+def _the_others(plan: RestorePlan, over: set[str]) -> None:
+    """The plan's paths that are not in the overwritten list, said in a line: what the
+    restore does to them loses nothing (a directory made or removed once empty, a path
+    that is gone put back, a mode set)."""
+    rest = [(path, action) for path, action, _ in plan.rows() if path not in over]
+    if not rest:
+        return
+    groups: dict[str, list[str]] = {}
+    for path, action in rest:
+        what = ("directory made" if action == "mkdir" else "emptied directory removed" if action == "rmdir"
+                else "mode set" if action == "chmod" else "path put back that is gone now")
+        groups.setdefault(what, []).append(render.display_path(path))
+    parts = []
+    for what, paths in groups.items():
+        n = len(paths)
+        noun = (what if n == 1 else what.replace("directory", "directories").replace("path ", "paths ")
+                .replace("mode set", "modes set"))
+        parts.append(f"{n} {noun} ({', '.join(paths[:4])}{', …' if n > 4 else ''})")
+    render.out(f"The other {len(rest)} lose nothing: " + "; ".join(parts) + ".")
 
 
 def _put_back(plan: RestorePlan, view: PlanView) -> list[str]:
@@ -202,8 +228,8 @@ def present(project, plan: RestorePlan, title: str, current, view: PlanView | No
     view = view or view_of(project, plan, current)
     not_agent = print_plan(project, plan, title, current, view)
     if not_agent and not view.undo:
-        render.out(f"{len(not_agent)} of them {'holds' if len(not_agent) == 1 else 'hold'} changes by "
-                   "someone other than the agent (you, another session or process).")
+        render.out(f"{len(not_agent)} of the paths it overwrites {'holds' if len(not_agent) == 1 else 'hold'} "
+                   "changes by someone other than the agent (you, another session or process).")
     render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
     return not_agent
 

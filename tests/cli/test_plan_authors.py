@@ -57,7 +57,7 @@ def test_the_plan_names_the_persons_edit_under_the_agents_later_one(tmp_path, wa
     assert readme["current_author"]["source"] == "tool"         # the field it always had: the last one
     # the restore says it before it writes, and puts back checkpoint 2's README.md
     done = run_rewind("to", "2", "--yes", "--", "README.md", cwd=root, env=env, check=0).stdout
-    assert "1 of them holds changes by someone other than the agent (you, another session or process)" in done
+    assert "1 of the paths it overwrites holds changes by someone other than the agent (you, another session or process)" in done
     assert (root / "README.md").read_text() == "# demo\n"
     assert "It will not undo" not in done
 

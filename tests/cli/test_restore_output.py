@@ -99,10 +99,13 @@ def _ids(root) -> list[int]:
     return [c["id"] for c in json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)]
 
 
+HEADER = r"(\d+) paths? changes?(?: \(\d+ of them (?:a directory|directories)\))?:"
+
+
 def _plan_lines(out: str) -> list[str]:
     """The plan's lines: between "N paths change:" and the next line that is not indented."""
     lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if re.match(r"\d+ paths? changes?:$", line))
+    start = next(i for i, line in enumerate(lines) if re.match(HEADER + "$", line))
     body = []
     for line in lines[start + 1:]:
         if not line.startswith("  ") or line.startswith("  skip ") or line.startswith("  keep "):
@@ -112,7 +115,7 @@ def _plan_lines(out: str) -> list[str]:
 
 
 def _count(out: str) -> int:
-    return int(re.search(r"^(\d+) paths? changes?:$", out, re.M).group(1))
+    return int(re.search("^" + HEADER + "$", out, re.M).group(1))
 
 
 # -- 1. one count ----------------------------------------------------------------------------------
@@ -212,7 +215,7 @@ def test_declining_prints_a_notice_not_an_error_and_exits_1(tmp_path):
             proc.kill()
             proc.wait()
     assert proc.returncode == 1, text
-    assert f"Rewind {n} paths to checkpoint 1" in text and f"{n} paths change:" in text, text
+    assert f"Rewind {n} paths to checkpoint 1" in text and f"{n} paths change (3 of them directories):" in text, text
     after = [line.strip() for line in text.split("[y/N]")[-1].splitlines() if line.strip()]
     assert len(after) == 2 and after[-1] == "Declined: nothing changed.", text
     assert "error" not in text.split("[y/N]")[-1]
@@ -342,3 +345,34 @@ def test_a_path_that_names_nothing_in_either_tree_is_an_error(tmp_path):
     # and one that matches in both trees and has not changed: the tree already matches
     out = run_rewind("to", "2", "--dry-run", "--", "README.md", cwd=root, check=0).stdout
     assert "already matches" in out
+
+
+def test_the_plan_counts_its_directories_and_says_what_the_paths_it_does_not_overwrite_lose(tmp_path):
+    """A plan of 5 paths of which 2 are directories and 1 a file put back: the header names the
+    directories (the list counts the checkpoint's files and links), and the paths not in the
+    overwritten list are said in a line; the rewind's fold names its badge in words."""
+    root = tmp_path / "proj"
+    write(root, "gone.txt", "back\n")
+    write(root, "keep.txt", "1\n")
+    run_rewind("save", "-m", "one", cwd=root, check=0)
+    (root / "gone.txt").unlink()
+    write(root, "a/b/new.txt", "new\n")
+    os.symlink("keep.txt", root / "link")
+    run_rewind("save", "-m", "two", cwd=root, check=0)
+    out = run_rewind("to", "1", "--yes", cwd=root, check=0).stdout
+    assert "5 paths change (2 of them directories):" in out, out
+    assert _count(out) == 5 and len(_plan_lines(out)) == 5
+    assert "It overwrites or removes 2 of them" in out
+    assert ("The other 3 lose nothing: 1 path put back that is gone now (gone.txt); "
+            "2 emptied directories removed (a/b, a).") in out or \
+           ("The other 3 lose nothing: 2 emptied directories removed (a/b, a); "
+            "1 path put back that is gone now (gone.txt).") in out, out
+    listed = run_rewind("list", cwd=root, env={"NO_COLOR": "1", "COLUMNS": "120"}, check=0).stdout
+    assert "↳ rewind here: 3 (newest" in listed and "changing a symlink)" in listed, listed
+    assert "[symlink])" not in listed
+
+
+def test_content_from_before_the_history_says_so_in_words():
+    from rewind.cli.list_view import restored_text
+    assert restored_text({"checkpoint": 3}) == \
+        "put back from checkpoint 3 (who wrote it is not known: before rewind recorded it)"
