@@ -133,13 +133,19 @@ def diff_cmd_impl(spec, spec2, stat: bool, name_only: bool, as_json: bool, proje
                 for row, known, text, added, removed in results]})
             return
         if stat:
-            width = max((len(render.display_path(r.row.path)) for r in results), default=0)
-            for row, known, _, added, removed in results:
+            # columns aligned as git's --stat aligns them: paths by their width on screen, the
+            # counts right-aligned, the source after them
+            shown = [render.display_path(r.row.path) for r in results]
+            width = max((render.cells(p) for p in shown), default=0)
+            plus = max((len(str(r.added)) for r in results), default=1) + 1
+            minus = max((len(str(r.removed)) for r in results), default=1) + 1
+            for path, (row, known, _, added, removed) in zip(shown, results):
                 src = f"  [{known.source}]" if known else ""
-                render.out(f" {render.display_path(row.path):<{width}} | +{added} -{removed}{src}")
-            n = len(results)
-            render.out(f" {n} path{'' if n == 1 else 's'} changed, {sum(r.added for r in results)} insertions(+), "
-                       f"{sum(r.removed for r in results)} deletions(-)")
+                pad = " " * (width - render.cells(path))
+                render.out(f" {path}{pad} | {'+' + str(added):>{plus}} {'-' + str(removed):>{minus}}{src}")
+            n, ins, dels = len(results), sum(r.added for r in results), sum(r.removed for r in results)
+            render.out(f" {n} path{'' if n == 1 else 's'} changed, {ins} insertion{'' if ins == 1 else 's'}(+), "
+                       f"{dels} deletion{'' if dels == 1 else 's'}(-)")
             return
         full = "".join(r.text for r in results)
         if not full:

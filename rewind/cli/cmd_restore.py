@@ -174,8 +174,9 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
         if undone.safety is None:
             render.out(f"The rewind to checkpoint {undone.rewound_to} changed nothing; marked undone.")
         else:
-            render.out(f"Undid the rewind to checkpoint {undone.rewound_to}: {paths_phrase(changed(undone.plan))} "
-                       f"changed. The tree from before the undo is checkpoint {undone.safety.number}.")
+            render.out(render.fit(f"Undid the rewind to checkpoint {undone.rewound_to}: "
+                                  f"{paths_phrase(changed(undone.plan))} changed. The tree from before the undo "
+                                  f"is checkpoint {undone.safety.number}."))
             left_alone(undone.plan, "the undo", f"rewind to {undone.plan.target.number}")
     finally:
         project.close()

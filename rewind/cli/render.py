@@ -96,6 +96,20 @@ def cells(text: str) -> int:
     return cell_len(text)
 
 
+def fit(text: str, indent: str = "  ") -> str:
+    """`text` wrapped at the terminal's width, at spaces, its later lines indented: on a
+    terminal only, which would break a long line anywhere, mid-word; a pipe or a file gets
+    each line whole, for whatever reads it."""
+    if not sys.stdout.isatty():
+        return text
+    import textwrap
+    room = width()
+    return "\n".join(line if cells(line) <= room else
+                     "\n".join(textwrap.wrap(line, width=room, subsequent_indent=indent,
+                                             break_long_words=False, break_on_hyphens=False))
+                     for line in text.split("\n"))
+
+
 def clip(text: str, room: int) -> str:
     """`text` cut to `room` columns, with an ellipsis when something was cut."""
     if cells(text) <= room:

@@ -89,7 +89,7 @@ def print_plan(project, plan: RestorePlan, title: str, current=None, view: PlanV
     """Print the plan on stdout; returns the paths overwritten that the agent did not write
     (for an undo: that someone changed after the rewind it undoes)."""
     view = view or view_of(project, plan, current)
-    render.out(title)
+    render.out(render.fit(title))
     rows = plan.rows()
     if plan.matches:
         render.out("  nothing to do: the tree already matches.")
@@ -162,7 +162,7 @@ def _the_others(plan: RestorePlan, over: set[str]) -> None:
         noun = (what if n == 1 else what.replace("directory", "directories").replace("path ", "paths ")
                 .replace("mode set", "modes set"))
         parts.append(f"{n} {noun} ({', '.join(paths[:4])}{', …' if n > 4 else ''})")
-    render.out(f"The other {len(rest)} lose nothing: " + "; ".join(parts) + ".")
+    render.out(render.fit(f"The other {len(rest)} lose nothing: " + "; ".join(parts) + "."))
 
 
 def _put_back(plan: RestorePlan, view: PlanView) -> list[str]:
@@ -228,9 +228,9 @@ def present(project, plan: RestorePlan, title: str, current, view: PlanView | No
     view = view or view_of(project, plan, current)
     not_agent = print_plan(project, plan, title, current, view)
     if not_agent and not view.undo:
-        render.out(f"{len(not_agent)} of the paths it overwrites {'holds' if len(not_agent) == 1 else 'hold'} "
-                   "changes by someone other than the agent (you, another session or process).")
-    render.out("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back.")
+        render.out(render.fit(f"{len(not_agent)} of the paths it overwrites {'holds' if len(not_agent) == 1 else 'hold'} "
+                              "changes by someone other than the agent (you, another session or process)."))
+    render.out(render.fit("Everything it overwrites is saved first in a safety checkpoint; `rewind undo` puts it back."))
     return not_agent
 
 
@@ -287,7 +287,7 @@ def rewound_text(target, safety, plan: RestorePlan, only: list[str] | None = Non
 
 
 def say_rewound(target, safety, plan: RestorePlan) -> None:
-    render.out(rewound_text(target, safety, plan))
+    render.out(render.fit(rewound_text(target, safety, plan)))
 
 
 def forked_text(target, new_id: str, root: str, transcript: str) -> str:

@@ -58,6 +58,27 @@ def test_the_newest_checkpoint_shows_changes_up_to_the_working_tree(three):
     assert [(c["path"], c["status"]) for c in shown["changes"]] == [("a.txt", "modified")]
 
 
+def test_diff_stat_aligns_its_columns_and_counts_in_words_that_agree(tmp_path):
+    root = tmp_path / "proj"
+    write(root, "short.txt", "a\n")
+    write(root, "a/much/longer/path.txt", "".join(f"{i}\n" for i in range(3)))
+    write(root, "ünïcödé.txt", "x\n")
+    run_rewind("save", "-m", "one", cwd=root, check=0)
+    write(root, "short.txt", "b\n")
+    write(root, "a/much/longer/path.txt", "".join(f"{i}\n" for i in range(3, 15)))
+    write(root, "ünïcödé.txt", "x\ny\n")
+    run_rewind("save", "-m", "two", cwd=root, check=0)
+    lines = run_rewind("diff", "1", "--stat", cwd=root, env={"NO_COLOR": "1"}, check=0).stdout.splitlines()
+    rows, total = lines[:-1], lines[-1]
+    assert len(rows) == 3 and len({line.index("|") for line in rows}) == 1, lines          # the bars line up
+    assert len({line.index(" -") for line in rows}) == 1, lines                             # and the minus column
+    assert {line.split("|")[1].split()[0] for line in rows} == {"+1", "+12"}
+    assert total == " 3 paths changed, 14 insertions(+), 4 deletions(-)", total
+    write(root, "short.txt", "c\n")
+    one = run_rewind("diff", "2", "--stat", "--", "short.txt", cwd=root, check=0).stdout.splitlines()[-1]
+    assert one == " 1 path changed, 1 insertion(+), 1 deletion(-)", one
+
+
 def test_diff_forms(three):
     out = run_rewind("diff", "1", cwd=three, check=0).stdout
     assert "+two" in out and "symlink -> a.txt" in out

@@ -376,3 +376,26 @@ def test_content_from_before_the_history_says_so_in_words():
     from rewind.cli.list_view import restored_text
     assert restored_text({"checkpoint": 3}) == \
         "put back from checkpoint 3 (who wrote it is not known: before rewind recorded it)"
+
+
+def test_on_a_terminal_the_lines_of_to_and_undo_fit_its_width(tmp_path):
+    """A terminal breaks a long line anywhere; rewind wraps its sentences at spaces to the
+    width (piped, each stays one line for what reads it)."""
+    from helpers import on_a_terminal
+    from rewind.cli.render import cells
+    root = _bundled(tmp_path / "p", tmp_path)
+    write(root, "README.md", "# demo\nmine\n")
+    env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
+    for args in (["to", "1", "--yes"], ["undo", "--yes"]):
+        code, screen = on_a_terminal(args, root, env)
+        assert code == 0, screen
+        lines = [ANSI_ESC.sub("", line) for line in screen.replace("\r", "").splitlines()]
+        assert all(cells(line) <= 100 for line in lines), [line for line in lines if cells(line) > 100]
+        joined = " ".join(" ".join(lines).split())
+        assert ("Rewound to checkpoint 1: " if args[0] == "to" else "Undid the rewind to checkpoint 1: ") in joined
+        assert "`rewind undo` puts it back." in joined or args[0] == "undo"
+    piped = run_rewind("to", "1", "--dry-run", cwd=root, env={"COLUMNS": "60"}, check=0).stdout
+    assert any(len(line) > 60 for line in piped.splitlines())                 # piped: lines whole
+
+
+ANSI_ESC = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
