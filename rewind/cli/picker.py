@@ -2,8 +2,10 @@
 newest checkpoint at hand, arrow keys, each row the prompt with its change counts and badges;
 beside it the selected checkpoint's changes and the diff of the highlighted one.
 
-Keys: up/down choose; tab moves between the checkpoints and their changes; enter or r restores
-the checkpoint; f restores only the highlighted file; d shows or hides the diff; q quits.
+Keys: up/down (home/end) choose; enter opens the checkpoint's changes, tab moves between the
+panes; r restores the checkpoint; f restores only the highlighted file; d shows or hides the
+diff; e shows every checkpoint (a rewind's safety checkpoint folds under the one whose tree it
+restored, as `rewind list` folds it); q or Esc quits.
 A restore shows the same plan as `rewind to`, names what it overwrites that the agent did not
 write, and asks as Claude Code's Esc Esc menu does: restore the code, the conversation (a new
 transcript that ends before the prompt, for `claude --resume`), both, or cancel. The code
@@ -25,7 +27,7 @@ from __future__ import annotations
 from rewind.capture.changes import changes_under
 from rewind.capture.snapshot import TreeLoader, working_scan
 from rewind.cli import pending_view, render
-from rewind.cli.list_view import describe, git_line
+from rewind.cli.list_view import describe, fold_targets, git_line
 from rewind.cli.pending_view import is_pending, with_pending
 from rewind.cli.authors import who_all
 from rewind.cli.restore_view import forked_text, left_alone, not_undone_lines, paths_phrase, rewound_text, view_of
@@ -85,19 +87,27 @@ def plan_text(project, cp, plan, paths, working) -> tuple[list[str], list[str]]:
     view = view_of(project, plan, working, only=paths)
     scope = f"only {', '.join(render.display_path(p) for p in paths)} " if paths else ""
     lines = [f"Rewind {scope}to checkpoint {cp.number}: {describe(cp)}"] + ([""] if plan.ops or plan.skipped else [])
-    lines += [f"  {op.action:<7} {render.display_path(op.path)}" for op in plan.ops[:PLAN_LINES]]
-    if len(plan.ops) > PLAN_LINES:
-        lines.append(f"  … and {len(plan.ops) - PLAN_LINES} more (`rewind to {cp.number} --dry-run` lists them all)")
+    rows = plan.rows()                  # a path a line, as `rewind to` lists them (a mode set is its write's)
+    width = max((len(action) for _, action, _ in rows), default=0)
+    lines += [f"  {action:<{width}}  {render.display_path(path)}" for path, action, _ in rows[:PLAN_LINES]]
+    if len(rows) > PLAN_LINES:
+        lines.append(f"  … and {len(rows) - PLAN_LINES} more (`rewind to {cp.number} --dry-run` lists them all)")
     for path, why in plan.skipped[:PLAN_LINES]:
         lines.append(f"  left    {render.display_path(path)} ({why})")
     # as `rewind to` says it: who last changed what it overwrites (a restore's content named
     # by who wrote it first), and what it will not undo
-    not_agent = [op.path for op in plan.overwrites() if op.path in view.marks]
+    over = plan.overwrites()
+    not_agent = [op.path for op in over if op.path in view.marks]
+    if over:
+        lines += ["", f"It overwrites or removes {len(over)} of them, changed since checkpoint {cp.number}:"]
+        shown = [render.display_path(op.path) for op in over[:PLAN_LINES]]
+        pad = max(len(p) for p in shown)
+        lines += [f"  {p.ljust(pad)}  {who_all(view.authors.get(op.path))}"
+                  + (f"   <- {view.marks[op.path]}" if op.path in view.marks else "")
+                  for p, op in zip(shown, over)]
     if not_agent:
-        lines += ["", f"{len(not_agent)} of them {'holds' if len(not_agent) == 1 else 'hold'} changes by "
-                      "someone other than the agent:"]
-        lines += [f"  {render.display_path(p)}  {who_all(view.authors.get(p))}  <- {view.marks[p]}"
-                  for p in not_agent[:PLAN_LINES]]
+        lines.append(f"{len(not_agent)} of the paths it overwrites {'holds' if len(not_agent) == 1 else 'hold'} "
+                     "changes by someone other than the agent.")
     effects = not_undone_lines(view.effects, PLAN_LINES)
     return lines + ([""] + effects if effects else []), not_agent
 
@@ -138,15 +148,25 @@ def run_picker(project):
         #left { height: 1fr; }
         #right { height: 1fr; }
         #changes { width: 1fr; }
-        #diff { width: 1fr; overflow-y: auto; }
+        #diff { width: 1fr; overflow-y: auto; border-left: vkey $foreground 30%; padding-left: 1; }
         """
-        BINDINGS = [Binding("q,escape", "quit", "Quit"), Binding("enter,r", "restore", "Restore checkpoint"),
+        BINDINGS = [Binding("q,escape", "quit", "Quit", key_display="q/Esc"),
+                    Binding("r", "restore", "Restore checkpoint"),
                     Binding("f", "restore_file", "Restore file"), Binding("d", "toggle_diff", "Diff"),
+                    Binding("e", "toggle_every", "Every checkpoint"),
+                    Binding("home", "first", "First", show=False, priority=True),
+                    Binding("end", "last", "Last", show=False, priority=True),
                     Binding("tab", "focus_next", "Switch pane", show=False)]
 
         def __init__(self):
             super().__init__()
-            self.cps = with_pending(project, project.catalog.checkpoints(project.id))
+            # as `rewind list` shows them: a rewind's safety checkpoint folded under the
+            # checkpoint whose tree it restored, so the prompts are in front (`e`: every one)
+            self.every_cp = with_pending(project, project.catalog.checkpoints(project.id))
+            undos = project.catalog.undo_safeties(project.id)
+            self.folded = fold_targets([c for c in self.every_cp if not is_pending(c)], undos)
+            self.every = False
+            self.cps = self.shown_cps()
             self.current = None
             self.rows: list = []
             self.pairs: dict = {}
@@ -165,9 +185,13 @@ def run_picker(project):
                     yield Static(id="diff")
             yield Footer()
 
+        def shown_cps(self) -> list:
+            return self.every_cp if self.every else [c for c in self.every_cp if c.number not in self.folded]
+
         def on_mount(self) -> None:
             self.lines = [self.line(cp) for cp in self.cps]
             self.fill_checkpoints()
+            self.set_interval(1.0, self.refresh_ages)     # "2m ago" goes on counting
             changes = self.query_one("#changes", DataTable)
             changes.add_columns("", "path", "by")
             self.sub_title = project.root
@@ -181,8 +205,52 @@ def run_picker(project):
                 return (pending_view.marks(cp), describe(cp), pending_view.PENDING_COUNTS, str(cp.number),
                         render.age(cp.created_at), cp.kind)
             ch = changes_under(project, cp, self.working())
-            return (pending_view.marks(cp) + badges(ch, sources=False), describe(cp), counts_text(ch), str(cp.number),
-                    render.age(cp.created_at), cp.kind)
+            under = sorted(n for n, t in self.folded.items() if t == cp.number)
+            # the rewinds folded under it, first (a narrow screen cuts the prompt's tail, not this)
+            fold = [(f"↳ {'rewinds' if len(under) > 1 else 'rewind'} here: {', '.join(map(str, under))}", "dim")] \
+                if under and not self.every else []
+            return (fold + pending_view.marks(cp) + badges(ch, sources=False), describe(cp), counts_text(ch),
+                    str(cp.number), render.age(cp.created_at), cp.kind)
+
+        def refresh_ages(self) -> None:
+            """The age column read again: an open picker's "10s ago" must not stay that."""
+            table = self.query_one("#checkpoints", DataTable)
+            for i, cp in enumerate(self.cps):
+                line = self.lines[i]
+                age = render.age(cp.created_at)
+                if line[4] != age:
+                    self.lines[i] = line[:4] + (age,) + line[5:]
+                    try:
+                        table.update_cell(str(cp.number), "age", age)
+                    except Exception:        # the table is being filled again: it reads self.lines
+                        pass
+
+        def action_toggle_every(self) -> None:
+            self.every = not self.every
+            self.cps = self.shown_cps()
+            self.lines = [self.line(cp) for cp in self.cps]
+            self.fill_checkpoints()
+            self.query_one("#checkpoints", DataTable).move_cursor(row=0)
+            if self.cps:
+                self.show(self.cps[0])
+
+        def action_first(self) -> None:
+            self._move_to(0)
+
+        def action_last(self) -> None:
+            self._move_to(-1)
+
+        def _move_to(self, index: int) -> None:
+            table = self.focused if isinstance(self.focused, DataTable) else self.query_one("#checkpoints", DataTable)
+            if table.row_count:
+                table.move_cursor(row=index % table.row_count, scroll=True)
+
+        def on_data_table_row_selected(self, event) -> None:
+            """Enter on a checkpoint opens its changes (the pane below); `r` restores it."""
+            if event.data_table.id == "checkpoints":
+                changes = self.query_one("#changes", DataTable)
+                if changes.row_count:
+                    changes.focus()
 
         def on_resize(self, event) -> None:
             if self.lines and self.size.width != self.filled_width:

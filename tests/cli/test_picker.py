@@ -28,8 +28,9 @@ def screen_text(app) -> str:
 
 
 def flat(screen: str) -> str:
-    """The screen's words on one line, without the dialog's side borders (it wraps its lines)."""
-    return " ".join(screen.replace("█", " ").split())
+    """The screen's words on one line, without the dialog's side borders and the diff pane's
+    left edge (both wrap their lines)."""
+    return " ".join(screen.replace("█", " ").replace("▏", " ").split())
 
 
 class Recorded:
@@ -180,7 +181,7 @@ def test_a_long_plan_keeps_the_question_and_every_choice_on_an_80x24_screen(tmp_
         seen["dialog"] = screen_text(app)
         plan = app.screen.query_one("#plan")
         seen["scroll"] = plan.max_scroll_y
-        await pilot.press(*["pagedown"] * 40)
+        await pilot.press(*["pagedown"] * 100)       # the operations, then who changed each
         await pilot.pause()
         seen["end"] = screen_text(app)
         await pilot.press("n")
@@ -260,3 +261,70 @@ def test_a_transcript_gone_while_the_dialog_was_open_is_an_error_after_the_code_
     assert isinstance(app.failure, ConversationUnavailable) and "cannot read" in app.failure.message
     assert fingerprint(rec.root) == next(v for k, v in rec.tree_at.items() if k.startswith("Bump the level"))
     assert list(rec.transcript.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_the_picker_folds_rewinds_as_the_list_does_and_its_keys_do_what_the_footer_says(tmp_path, size):
+    """Issue 32, item 13: the safety checkpoint of a rewind folds under the checkpoint whose
+    tree it restored (the newest prompt is selected at start, `e` shows every one); Esc is in
+    the footer; Enter opens the changes, Home and End go to the ends; the ages count on; the
+    restore plan lists what `rewind to --dry-run` lists, with who last changed what it
+    overwrites; the changes and the diff panes are apart."""
+    from helpers import run_rewind
+    rec = Recorded(tmp_path)
+    run_rewind("to", "2", "--yes", cwd=rec.root, check=0)          # its safety checkpoint: 6
+    write(rec.root, "README.md", "# demo project\nmine\n")
+    cli = run_rewind("to", "3", "--dry-run", cwd=rec.root, env={"NO_COLOR": "1"}, check=0).stdout
+
+    async def script(pilot, app, seen):
+        seen["start"] = screen_text(app)
+        seen["first"] = app.current.number
+        seen["rows"] = [cp.number for cp in app.cps]
+        age = app.lines[0][4]
+        for _ in range(60):                                         # ages are read again
+            await pilot.pause(0.1)
+            if app.lines[0][4] != age:
+                break
+        seen["aged"] = (age, app.lines[0][4])
+        await pilot.press("e")
+        await pilot.pause()
+        seen["every"] = [cp.number for cp in app.cps]
+        await pilot.press("e")
+        await pilot.pause()
+        await pilot.press("end")
+        await pilot.pause()
+        seen["end"] = app.current.number
+        await pilot.press("home")
+        await pilot.pause()
+        seen["home"] = app.current.number
+        await select(pilot, app, "Move the marker")
+        await pilot.press("enter")
+        await pilot.pause()
+        seen["focused"] = app.focused.id
+        seen["panes"] = screen_text(app)
+        await pilot.press("tab")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        seen["dialog"] = flat(screen_text(app))
+        await pilot.press("n")
+        await pilot.pause()
+        await pilot.press("escape")
+    app, seen = drive(rec, size, script)
+    assert seen["rows"] == [5, 4, 3, 2, 1] and seen["first"] == 5, seen["rows"]
+    assert "↳ rewind here: 6" in seen["start"] and "before rewind to 2" not in seen["start"]
+    footer = seen["start"].splitlines()[-1]
+    assert "q/Esc" in footer and "Quit" in footer, footer
+    assert seen["aged"][0] != seen["aged"][1], seen["aged"]
+    assert seen["every"] == [6, 5, 4, 3, 2, 1]
+    assert seen["end"] == 1 and seen["home"] == 5
+    assert seen["focused"] == "changes"
+    lower = seen["panes"].splitlines()[size[1] // 2 + 2:-2]
+    assert lower and all("▏" in line for line in lower[:3]), lower[:3]       # the diff pane's own edge
+    plan = [" ".join(line.split()) for line in cli.splitlines() if line.startswith("  ")
+            and line.split()[0] in ("write", "delete", "rmdir", "mkdir", "symlink", "replace", "chmod")]
+    assert plan and all(row in seen["dialog"] for row in plan), (plan, seen["dialog"])
+    assert "chmod" not in seen["dialog"] or any(row.startswith("chmod") for row in plan)
+    assert "It overwrites or removes" in seen["dialog"] and "last changed by: " in seen["dialog"]
+    assert "<- not written by the agent" in seen["dialog"]
+    assert app.return_value is None

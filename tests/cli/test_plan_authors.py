@@ -74,4 +74,4 @@ def test_the_pickers_plan_names_every_author_too(tmp_path):
     finally:
         project.close()
     assert not_agent == ["README.md"]
-    assert "  README.md  changed by: external, then tool (Write)  <- not written by the agent" in lines, lines
+    assert "  README.md  changed by: external, then tool (Write)   <- not written by the agent" in lines, lines
