@@ -29,6 +29,7 @@ class Checkpoint:
     git_head: str | None = None
     git_branch: str | None = None
     restore_target: int | None = None
+    folds_under: int | None = None      # a task notification's: the prompt that started the task
     stats: dict = field(default_factory=dict)
 
 
@@ -123,6 +124,10 @@ class ToolWindow:
     closed_ns: int | None
     post_oid: str | None
     failed: int | None
+    task: str | None = None          # a shell command gone on in the background: the agent's task id
+    bg_ns: int | None = None         # since when (its Post event)
+    bg_pids: str | None = None       # the processes it left running (capture/procs.py)
+    bg_sig: str | None = None        # their activity signature at the last scan
 
 
 @dataclass(frozen=True)
@@ -185,9 +190,12 @@ watches and events it wrote; when its queue last overflowed; whether it hit the 
 watch limit; whether it runs in the background; when and why it stopped (None: it has not
 said); when its first scan began (`baseline_ns`, None once it is in).""")
 
-ShellWindow = record("ShellWindow", "id agent_pid pid_mark hook_pids", """\
+ShellWindow = record("ShellWindow", "id agent_pid pid_mark hook_pids bg_pids", """\
 A shell window as the watcher's pid account takes it (capture/procs.py): its id, the
-agent's pid, the highest pid when the command started, the opening hook's pids ("PID,PID").""")
+agent's pid, the highest pid when the command started, the opening hook's pids ("PID,PID"),
+and once its command went on in the background, the processes it left running
+("PID@START,...", "" when none could be named; None while it runs in the foreground).""",
+                     defaults=(None,))
 
 CheckpointAge = record("CheckpointAge", "number created_ns kind restore_target hidden_ns by_agent hidden_why", """\
 A checkpoint as retention weighs it (retention.py; the catalog's are newest first): hidden
@@ -209,6 +217,11 @@ A `WatchEvent` with its place in the watcher's stream (`seq`).""")
 PathEvent = record("PathEvent", "kind ts writer", """\
 A path's event as a scan's attribution reads it (path -> PathEvent): "c" once any of its
 events was, and the time and writer of the latest.""")
+
+BackgroundWindow = record("BackgroundWindow", "id agent session_id tool_use_id tool command task bg_ns bg_pids bg_sig", """\
+An open shell window whose command went on in the background (hooks/tools.py): the agent's
+task id, since when, the processes it left running ("PID@START,...") and their activity
+signature at the last scan (capture/procs.py `tree_signature`).""")
 
 ShellGit = record("ShellGit", "id git_pre tool command session_id", """\
 A shell window's git state when it opened (`git_pre`, project.git_mark), with its command:

@@ -312,3 +312,35 @@ def replayed_session(root: Path, tmp_path: Path, watch: str, prompts: list[list[
         payloads.append(copy.deepcopy(stop))
     prompt_no = iter(range(len(prompts)))
     replay(payloads, deliver, between=(lambda _p: between(next(prompt_no))) if between else None)
+
+
+# Spins in 10 ms slices while fewer than cores + 1 other processes are runnable (procs_running
+# counts the reader itself), else sleeps 10 ms: with two of them, the block's processes compete
+# with at least two others for the cores, whatever else the machine runs
+SPIN = """
+import os, time
+wanted = (os.cpu_count() or 1) + 1
+while True:
+    with open("/proc/stat", "rb") as f:
+        running = int(f.read().split(b"procs_running ", 1)[1].split(None, 1)[0])
+    if running - 1 >= wanted:
+        time.sleep(0.01)
+        continue
+    end = time.perf_counter() + 0.01
+    while time.perf_counter() < end:
+        pass
+"""
+
+
+@contextlib.contextmanager
+def spinning():
+    """The machine busy for the block: two spinners that top its load up to two processes
+    besides the block's own (tests/scenarios/test_e2e_matrix.py says why)."""
+    code = SPIN if os.path.exists("/proc/stat") else "while True: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()

@@ -11,6 +11,11 @@ With the watcher, each change is placed in its event stream against the shell wi
 markers (`writer`), and a change inside an open shell window is the command's unless the
 pid account shows the command could not have made it (procs.py).
 
+A shell command gone on in the background keeps its window open until its task ends; while
+it runs, a change is its command's only when its processes did something around it
+(procs.py, "commands gone on in the background"); any other change it could still have made
+is flagged `ambiguous` and names it.
+
 A change's source is a `Source` (model.py); the windows are the catalog's `ToolWindow`s.
 """
 
@@ -37,16 +42,45 @@ def outside(project: Project) -> Source:
     return Source("external" if project.catalog.has_sessions(project.id) else "unknown")
 
 
+def untied(anyone: Source, background: list[ToolWindow]) -> Source:
+    """A change no window explains while commands ran in the background that could still
+    have made it, though their processes did nothing around it: who it would be otherwise,
+    flagged `ambiguous`, naming them."""
+    return Source(anyone.source, None, " | ".join(w.command or "" for w in background) or None,
+                  None, ("ambiguous",))
+
+
 def default_source(project: Project, windows: list[ToolWindow], since_ns: int,
-                   since_start: int | None = None) -> Source:
+                   since_start: int | None = None, sigs: dict | None = None) -> Source:
     """The source of a change the watcher did not place in time: the shell windows open
     across the segment (opened by its start, not closed before the scan that began it
     started: that scan may have read a directory before the command wrote there, and a
-    window is closed right before the scan that ends its segment), else outside every window."""
+    window is closed right before the scan that ends its segment), else outside every window.
+    A window in the background for the whole segment counts only when its processes did
+    something since the last scan (their tree's signature now, put into `sigs`, against the
+    one the last scan kept); a change only such windows explain is flagged `ambiguous` (the
+    segment may be long: someone else may have made it meanwhile)."""
+    from rewind.capture.procs import tree_signature
     closed_after = since_ns if since_start is None else min(since_ns, since_start)
-    shell = shell_source([w for w in windows if w.kind == "bash" and w.opened_ns <= since_ns
-                          and (w.closed_ns is None or w.closed_ns > closed_after)])
-    return shell if shell is not None else outside(project)
+    across = [w for w in windows if w.kind == "bash" and w.opened_ns <= since_ns
+              and (w.closed_ns is None or w.closed_ns > closed_after)]
+    shells = [w for w in across if w.bg_ns is None or w.bg_ns > closed_after]
+    idle = []
+    for w in across:
+        if w.bg_ns is not None and w.bg_ns <= closed_after:
+            sig = tree_signature(w.bg_pids)
+            if sigs is not None:
+                sigs[w.id] = sig
+            (shells if sig is None or sig != w.bg_sig else idle).append(w)
+    shell = shell_source(shells)
+    if shell is not None and all(w.bg_ns is not None and w.bg_ns <= closed_after for w in shells):
+        # only background commands, active at some point of the segment, which may be long:
+        # the change in a window is the command's, but not placed in time, so say so
+        shell = Source(shell.source, shell.tool, shell.command, shell.session_id,
+                       tuple(dict.fromkeys(shell.flags + ("ambiguous",))))
+    if shell is not None:
+        return shell
+    return untied(outside(project), idle) if idle else outside(project)
 
 
 def event_of(events: dict[str, PathEvent], path: str) -> PathEvent | None:
@@ -73,15 +107,21 @@ def source_at(windows: list[ToolWindow], row: ChangeRow, ts: int, writer: str | 
       the change's place in its event stream whose command could have made it (procs.py);
       a window closed before this segment began is a stale name (its close marker was lost);
     - else outside every window (`anyone`).
-    `writer` "cmd"/"none" come from a watcher of an earlier version (timestamps)."""
+    `writer` "cmd"/"none" come from a watcher of an earlier version (timestamps); a "/b"
+    after the ids: commands ran in the background whose processes did nothing around it."""
     for w in reversed(windows):
         if w.kind == "tool" and w.target == row.path and w.opened_ns <= ts and (
                 w.closed_ns is None or ts <= w.closed_ns or w.post_oid == (row.new_oid or "")):
             return Source("tool", w.tool, None, w.session_id)
     if writer is not None and writer.startswith("w:"):
-        ids = {int(x) for x in writer[2:].split(",") if x.isdigit()}
+        named, _, background = writer[2:].partition("/")
+        ids = {int(x) for x in named.split(",") if x.isdigit()}
         shell = shell_source([w for w in windows if w.kind == "bash" and w.id in ids])
-        return shell if shell is not None else anyone
+        if shell is not None:
+            return shell
+        idle = [w for w in windows if w.kind == "bash" and w.bg_ns is not None and w.bg_ns <= ts] \
+            if background == "b" else []
+        return untied(anyone, idle) if idle else anyone
     if writer != "cmd":
         return anyone
     shell = shell_source([w for w in windows if w.kind == "bash" and w.opened_ns <= ts
@@ -91,16 +131,19 @@ def source_at(windows: list[ToolWindow], row: ChangeRow, ts: int, writer: str | 
 
 def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
                       forced: Source | None = None,
-                      events: dict[str, PathEvent] | None = None, since_start: int | None = None) -> None:
+                      events: dict[str, PathEvent] | None = None, since_start: int | None = None) -> dict:
     """Give each change of one segment its source (see the module docstring): `forced`, the
     one source of every change (a restore's), else from the tool windows; with the
-    watcher's `events`, each change is placed in time against them."""
+    watcher's `events`, each change is placed in time against them. Returns the signatures
+    of the background commands' trees it looked at (window id -> signature), for the scan
+    to keep (working_copy.py)."""
+    sigs: dict = {}
     if forced is not None:
         for r in rows:
             forced.put_on(r)
-        return
+        return sigs
     windows = project.catalog.open_windows(project.id)
-    default = default_source(project, windows, since_ns, since_start)
+    default = default_source(project, windows, since_ns, since_start, sigs)
     anyone = outside(project) if events is not None else None
     edits: dict[str, list[ToolWindow]] = {}
     for w in windows:
@@ -117,6 +160,7 @@ def attribute_segment(project: Project, rows: list[ChangeRow], since_ns: int,
                     source = Source("tool", w.tool, None, w.session_id)
                     break
         source.put_on(r)
+    return sigs
 
 
 def apply_observations(rows: list[ChangeRow], obs: dict[str, Source]) -> list[ChangeRow]:

@@ -46,7 +46,7 @@ import os
 import threading
 import time
 
-from rewind.capture.filetimes import changed_ns, kernel_wall_ns, made_before
+from rewind.capture.filetimes import TICK_NS, changed_ns, kernel_wall_ns, made_before
 from rewind.model import ShellWindow
 
 SHELLS = {"sh", "bash", "dash", "zsh", "fish", "ksh", "busybox"}
@@ -143,8 +143,133 @@ def ancestors(pid: int | None = None, limit: int = 256) -> list[int]:
     return out
 
 
+# -- commands gone on in the background -------------------------------------------------
+#
+# A shell command the agent runs in the background (Claude Code's `run_in_background`: a
+# dev server, a build, a watcher) gets its Post event as soon as it has started; its window
+# stays open until its task ends (hooks/tools.py). While it runs, a change is its command's
+# only when its processes did something around it: their tree is looked at (which processes
+# live, and how many write calls each has made, /proc/PID/io `syscw`), and a change made
+# between two looks that found the same tree doing nothing is not theirs. An unlink, a rename
+# or an open that truncates without writing shows only when it comes with a new process (rm,
+# mv): a shell builtin's `: > f` does not show, and neither does a process that left the
+# tree (setsid and a double fork). A command that keeps writing (a server's log) explains
+# every change made while it writes: those read `bash`, with its command.
+
+def _starttime(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of proc(5)): with the
+    pid, it names one process, not a later one given the same pid. None for a zombie (it
+    has ended; its parent has not reaped it yet) and a process that is gone."""
+    fields = _fields(pid)
+    return fields[19].decode() if fields and len(fields) > 19 and fields[0] != b"Z" else None
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _syscw(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/io", "rb") as f:
+            for line in f:
+                if line.startswith(b"syscw:"):
+                    return line.split()[1].decode()
+    except (OSError, IndexError):
+        pass
+    return "?"
+
+
+def _needle(command: str | None) -> bytes:
+    """A piece of the command that its shell's command line holds however the agent quoted
+    it: the longest run without quotes or backslashes, at most 40 bytes."""
+    runs = [r.strip() for r in (command or "").replace('"', "'").replace("\\", "'").replace("\n", "'").split("'")]
+    best = max(runs, key=len, default="")
+    return best[:40].encode() if len(best) >= 4 else b""
+
+
+def background_roots(agent: int | None, mark: int | None, hooks: set[int], command: str | None) -> str:
+    """The processes a shell command left running when its Post event says it goes on in the
+    background, as "PID@START,...": the agent's children started after its window's pid mark
+    (not the hook's own chain), those whose command line holds the command when any does
+    (another hook of the same event is the agent's child too). "" when none can be named."""
+    if agent is None or not os.path.isdir(f"/proc/{agent}"):
+        return ""
+    last = last_pid()
+    kids = [p for p in _children(agent) if p not in hooks]
+    if mark is not None and last is not None:
+        span = (last - mark) % _PID_MAX
+        kids = [p for p in kids if 0 < (p - mark) % _PID_MAX <= span]
+    needle = _needle(command)
+    matched = [p for p in kids if needle and needle in _cmdline(p)]
+    out = []
+    for p in matched or kids:
+        start = _starttime(p)
+        if start is not None:
+            out.append(f"{p}@{start}")
+    return ",".join(out)
+
+
+def tree_signature(roots: str | None) -> str | None:
+    """What the processes of a background command's tree are doing: each live one (the roots
+    still alive as the same processes, and everything below them) with its count of write
+    calls. "" when none lives; None when /proc cannot say or no process was named."""
+    if not roots or not os.path.isdir("/proc/self"):
+        return None
+    stack = []
+    for item in roots.split(","):
+        pid, _, start = item.partition("@")
+        if pid.isdigit() and _starttime(int(pid)) == start:
+            stack.append(int(pid))
+    roots_alive = set(stack)
+    parts, seen = [], set()
+    while stack and len(seen) < 512:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if p not in roots_alive and _starttime(p) is None:
+            continue                             # ended (a zombie) or gone since
+        parts.append(f"{p}:{_syscw(p)}")
+        stack += _children(p)
+    return ";".join(sorted(parts))
+
+
+def activity_between(looks: list[tuple[int | None, str | None]], changed: int | None) -> bool:
+    """Whether a background command's tree did something around a change stamped `changed`
+    (a ctime; None: not known): the looks (kernel wall clock, signature), oldest first and the
+    last one now, from the last one surely before the change on, do not all agree. A look
+    that could not read the tree (None) proves nothing: it counts as activity."""
+    start = max(0, len(looks) - 3)
+    if changed is not None:
+        start = 0
+        for i, (k, _) in enumerate(looks):
+            if k is not None and k + TICK_NS < changed:
+                start = i
+    sigs = {sig for _, sig in looks[start:]}
+    return None in sigs or len(sigs) > 1
+
+
 class _Window:
-    __slots__ = ("id", "agent", "mark", "hooks", "waiting", "why", "first", "waited")
+    __slots__ = ("id", "agent", "mark", "hooks", "waiting", "why", "first", "waited", "bg", "looks")
 
     def __init__(self, wid: int, agent: int | None, mark: int | None, hooks: set[int]):
         self.id, self.agent, self.mark, self.hooks = wid, agent, mark, hooks
@@ -154,6 +279,17 @@ class _Window:
         # (kernel wall clock, monotonic clock) at the start of the last look that found it
         # waiting: a file last changed before that is not its command's
         self.waited: tuple[int, int] | None = None
+        self.bg: str | None = None               # gone on in the background: its processes
+        self.looks: list[tuple[int | None, str | None]] = []    # and the looks at their tree
+
+    def background(self, roots: str) -> None:
+        self.bg, self.waiting, self.why = roots, False, "in the background"
+        self.look()
+
+    def look(self) -> None:
+        self.looks.append((kernel_wall_ns(), tree_signature(self.bg)))
+        if len(self.looks) > 64:
+            del self.looks[:-48]
 
 
 class Commands:
@@ -171,8 +307,14 @@ class Commands:
         """Some window still waits: looks keep its pid account current."""
         return any(w.waiting for w in self.windows.values())
 
+    @property
+    def background(self) -> bool:
+        """Some command runs in the background: looks at its tree keep its account short."""
+        return any(w.bg is not None for w in self.windows.values())
+
     def update(self, rows: list[ShellWindow], drop: set[int]) -> None:
-        """Windows join; those in `drop` leave. A window already known keeps its account."""
+        """Windows join; those in `drop` leave. A window already known keeps its account,
+        and moves to the background when its row says its command went there."""
         with self.lock:
             for wid in drop:
                 self.windows.pop(wid, None)
@@ -180,6 +322,9 @@ class Commands:
                 if w.id not in self.windows and w.id not in drop:
                     pids = {int(p) for p in (w.hook_pids or "").split(",") if p.isdigit()}
                     self.windows[w.id] = _Window(w.id, w.agent_pid, w.pid_mark if self.available else None, pids)
+                known = self.windows.get(w.id)
+                if known is not None and known.bg is None and w.bg_pids is not None:
+                    known.background(w.bg_pids)
 
     def explaining(self, rel: str | None = None, moved_in: bool = False) -> str | None:
         """For a change to `rel` (under the root) the watcher has just read: the windows
@@ -192,10 +337,23 @@ class Commands:
                 return None
             if any(w.waiting for w in self.windows.values()):
                 self._look()
-            ids = [w.id for w in self.windows.values() if not w.waiting]
+            ids = [w.id for w in self.windows.values() if not w.waiting and w.bg is None]
             if ids and rel is not None and self.root is not None:
                 ids = self._made_since(ids, rel, moved_in)
-            return "w:" + ",".join(map(str, sorted(ids)))
+            bg = [w for w in self.windows.values() if w.bg is not None]
+            untied = False
+            if bg:
+                changed = changed_ns(self.root, rel, moved_in) if rel is not None and self.root else None
+                for w in bg:
+                    last = w.looks[-1][0] if w.looks else None
+                    if changed is None or last is None or last <= changed + TICK_NS:
+                        w.look()                 # (a look after the change: a flood of them shares one)
+                    if activity_between(w.looks, changed):
+                        ids.append(w.id)
+                    else:
+                        untied = True
+            # "/b": a command ran in the background whose processes did nothing around it
+            return "w:" + ",".join(map(str, sorted(ids))) + ("/b" if untied else "")
 
     def _made_since(self, ids: list[int], rel: str, moved_in: bool) -> list[int]:
         """Of windows `ids` (not waiting), those whose command may have made `rel`'s last
@@ -215,6 +373,14 @@ class Commands:
         with self.lock:
             if any(w.waiting for w in self.windows.values()):
                 self._look()
+
+    def look_background(self) -> None:
+        """A look at each background command's tree between changes: a change is then placed
+        between two looks close to it."""
+        with self.lock:
+            for w in self.windows.values():
+                if w.bg is not None:
+                    w.look()
 
     # -- inside the lock ---------------------------------------------------------------
     def _look(self) -> None:

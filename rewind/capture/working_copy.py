@@ -116,6 +116,7 @@ class Scanned:
     prev: Checkpoint | None
     scan_start: int
     stamp: int
+    bg_sigs: dict | None = None     # background commands' tree signatures it looked at (attribution.py)
 
 
 STATCACHE_CHUNK = 2000   # stat cache rows a transaction, when a scan has many (a first snapshot)
@@ -195,15 +196,16 @@ class WorkingCopy:
                                     examined_by(plan.dirty) if plan.quick else None)
             stats["exclude"] = exclude_signature(project.root)
         segment: list[ChangeRow] = []
+        sigs = None
         if last_tree is not None and last_tree != result.root:
             try:
                 segment = change_rows(list(diff_trees(load, last_tree, result.root)))
             except CorruptObject:
                 segment = []       # the last scan's tree is damaged: what changed since is unknown
-            attribute_segment(project, segment, last_ns, request.by, plan.events,
-                              state.scan_start_ns or None)
+            sigs = attribute_segment(project, segment, last_ns, request.by, plan.events,
+                                     state.scan_start_ns or None)
         return Scanned(request=request, plan=plan, state=state, result=result, load=load, stats=stats,
-                       segment=segment, prev=prev, scan_start=scan_start, stamp=stamp)
+                       segment=segment, prev=prev, scan_start=scan_start, stamp=stamp, bg_sigs=sigs)
 
     def commit_tree(self, root: str, checkpoint: Commit, load: TreeLoader, stats: dict, stamp: int,
                     hardlinks: set[str], events: dict[str, PathEvent] | None = None) -> Checkpoint:
@@ -245,7 +247,7 @@ class WorkingCopy:
                                 created_ns=p.created_ns, tree=result.root, message=p.message, agent=p.agent,
                                 session_id=p.session_id, prompt_id=p.prompt_id, prompt_source=p.prompt_source,
                                 transcript_path=p.transcript_path, git_head=p.git_head, git_branch=p.git_branch,
-                                stats=scanned.stats)
+                                folds_under=p.folds_under, stats=scanned.stats)
             else:
                 head, branch = git_state(project.root)
                 created = now_ns()
@@ -273,6 +275,8 @@ class WorkingCopy:
             base = prev.number if prev else None
             if scanned.segment:
                 catalog.insert_observations(project.id, base, scanned.segment, stamp)
+            for wid, sig in (scanned.bg_sigs or {}).items():
+                catalog.set_bg_sig(wid, sig)
             if cp is not None:
                 if prev is not None:
                     rows = apply_observations(rows, catalog.observations(project.id, base))

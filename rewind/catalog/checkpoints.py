@@ -10,7 +10,7 @@ from rewind.model import ChangeRow, Checkpoint, CheckpointAge, HiddenCheckpoint,
 
 _CP_COLS = ("project_id", "number", "kind", "created_at", "created_ns", "tree", "message", "agent",
             "session_id", "prompt_id", "prompt_source", "transcript_path", "git_head", "git_branch",
-            "restore_target", "stats")
+            "restore_target", "folds_under", "stats")
 
 
 def _row_to_checkpoint(row) -> Checkpoint:
@@ -68,6 +68,16 @@ class CheckpointsMixin:
     def latest(self, project_id: int, hidden: bool = False) -> Checkpoint | None:
         got = self.checkpoints(project_id, limit=1, hidden=hidden)
         return got[0] if got else None
+
+    def prompt_at(self, project_id: int, session_id: str, ts_ns: int) -> int | None:
+        """The number of the session's prompt (recorded or pending) in whose interval `ts_ns`
+        falls: its newest prompt checkpoint made by then that is not itself a task's notice."""
+        row = self.db.execute(
+            "SELECT max(number) FROM (SELECT number FROM checkpoints WHERE project_id=? AND session_id=? AND "
+            "kind='prompt' AND created_ns<=? AND folds_under IS NULL UNION ALL SELECT number FROM "
+            "pending_checkpoints WHERE project_id=? AND session_id=? AND kind='prompt' AND created_ns<=? "
+            "AND folds_under IS NULL)", (project_id, session_id, ts_ns, project_id, session_id, ts_ns)).fetchone()
+        return row[0] if row else None
 
     def hidden(self, project_id: int) -> list[HiddenCheckpoint]:
         """The project's hidden checkpoints, newest first."""

@@ -12,7 +12,7 @@ from rewind.constants import HEARTBEAT_STALE_S
 from rewind.model import Checkpoint, PendingEdit, SeqEvent
 
 _P_COLS = ("project_id", "number", "kind", "created_at", "created_ns", "message", "agent", "session_id",
-           "prompt_id", "prompt_source", "transcript_path", "git_head", "git_branch")
+           "prompt_id", "prompt_source", "transcript_path", "git_head", "git_branch", "folds_under")
 
 
 class PendingMixin:

@@ -271,6 +271,20 @@ MIGRATIONS = [
     );
     CREATE INDEX git_moves_ts ON git_moves(project_id, ts);
     """,
+    # 9: background shell commands and the agent's notices of their end. A shell window whose
+    # command went on in the background (`task`: the agent's task id) stays open from its
+    # Post event (`bg_ns`) until the task ends, with the processes it left running
+    # (`bg_pids`, "PID@START,...") and the activity signature of their tree at the last
+    # scan (`bg_sig`, capture/procs.py); a checkpoint made by such a notice folds under the
+    # prompt that started the task (`folds_under`)
+    """
+    ALTER TABLE windows ADD COLUMN task TEXT;
+    ALTER TABLE windows ADD COLUMN bg_ns INTEGER;
+    ALTER TABLE windows ADD COLUMN bg_pids TEXT;
+    ALTER TABLE windows ADD COLUMN bg_sig TEXT;
+    ALTER TABLE checkpoints ADD COLUMN folds_under INTEGER;
+    ALTER TABLE pending_checkpoints ADD COLUMN folds_under INTEGER;
+    """,
 ]
 
 

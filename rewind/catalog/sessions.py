@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from rewind.model import ChangeRow, GitMoveRow, SessionProject, ShellGit, ShellWindow, Source, ToolWindow
+from rewind.model import BackgroundWindow, ChangeRow, GitMoveRow, SessionProject, ShellGit, ShellWindow, Source, ToolWindow
 
 
 class SessionsMixin:
@@ -117,11 +117,14 @@ class SessionsMixin:
                             (closed_ns, post_oid, int(failed), window_id))
 
     def close_windows(self, project_id: int, agent: str, session_id: str, agent_id: str | None,
-                      closed_ns: int, exact: bool = False) -> list[int]:
+                      closed_ns: int, exact: bool = False, background: bool = False) -> list[int]:
         """Inside a transaction: close a session's open windows (only one subagent's when
         `agent_id` is given; with `exact`, only those whose agent id is `agent_id`, None for
-        the main agent's). Returns the ids of the shell windows among them."""
+        the main agent's), those of commands gone on in the background too with
+        `background`. Returns the ids of the shell windows among them."""
         where = "project_id=? AND closed_ns IS NULL AND agent=? AND session_id=?"
+        if not background:
+            where += " AND bg_ns IS NULL"
         args: tuple = (project_id, agent, session_id)
         if agent_id or exact:
             where += " AND agent_id IS ?"
@@ -129,6 +132,32 @@ class SessionsMixin:
         ids = [r[0] for r in self.db.execute(f"SELECT id FROM windows WHERE {where} AND kind='bash'", args)]
         self.db.execute(f"UPDATE windows SET closed_ns=? WHERE {where}", (closed_ns, *args))
         return ids
+
+    def to_background(self, window_id: int, bg_ns: int, task: str, bg_pids: str, bg_sig: str | None) -> None:
+        """Inside a transaction: a shell window whose command goes on in the background
+        stays open from `bg_ns` until its task ends (hooks/tools.py)."""
+        self.db.execute("UPDATE windows SET task=?, bg_ns=?, bg_pids=?, bg_sig=? WHERE id=?",
+                        (task, bg_ns, bg_pids, bg_sig, window_id))
+
+    def background_windows(self, project_id: int, session_id: str | None = None) -> list[BackgroundWindow]:
+        """The open windows of commands gone on in the background (one session's, or all)."""
+        return list(map(BackgroundWindow._make, self.db.execute(
+            f"SELECT {','.join(BackgroundWindow._fields)} FROM windows WHERE project_id=? AND kind='bash' "
+            "AND closed_ns IS NULL AND bg_ns IS NOT NULL AND (? IS NULL OR session_id=?) ORDER BY id",
+            (project_id, session_id, session_id))))
+
+    def set_bg_sig(self, window_id: int, sig: str | None) -> None:
+        self.db.execute("UPDATE windows SET bg_sig=? WHERE id=?", (sig, window_id))
+
+    def window_of_tool(self, project_id: int, session_id: str, tool_use_id: str) -> ToolWindow | None:
+        """The shell window of one tool call, open or closed (the newest, should an id repeat)."""
+        row = self.db.execute(f"SELECT {','.join(ToolWindow._fields)} FROM windows WHERE project_id=? AND "
+                              "kind='bash' AND session_id=? AND tool_use_id=? ORDER BY id DESC LIMIT 1",
+                              (project_id, session_id, tool_use_id)).fetchone()
+        if row is None:
+            return None
+        target = ToolWindow._fields.index("target")
+        return ToolWindow(*row[:target], None, *row[target + 1:])
 
     def find_window(self, project_id: int, kind: str, session_id: str, tool_use_id: str | None,
                     target: str | None = None) -> int | None:

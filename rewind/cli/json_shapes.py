@@ -50,7 +50,10 @@ def checkpoint_json(cp: Checkpoint, changes: list[ChangeRow] | None = None,
         "id": cp.number, "kind": cp.kind, "created_at": cp.created_at, "agent": cp.agent,
         "session_id": cp.session_id, "prompt": cp.message if cp.kind == "prompt" else None,
         "message": cp.message if cp.kind != "prompt" else None,
-        "prompt_id": cp.prompt_id, "git_head": cp.git_head, "git_branch": cp.git_branch,
+        "prompt_id": cp.prompt_id,
+        # where the prompt came from when not the person: "task-notification" (the agent's
+        # notice that a background task ended, folded under the prompt that started it)
+        "prompt_source": cp.prompt_source, "git_head": cp.git_head, "git_branch": cp.git_branch,
         "tree": cp.tree, "restore_target": cp.restore_target,
         "skipped": {k: cp.stats.get(k, []) for k in ("large", "unreadable", "special", "changing")
                     if cp.stats.get(k)},

@@ -21,7 +21,7 @@ class Row:
     cp: Checkpoint
     changes: list[ChangeRow]
     project: str | None = None      # set with --all
-    fold: str | None = None         # the line naming the rewinds folded under this checkpoint
+    fold: str | None = None         # the lines ("\n") naming the checkpoints folded under this one
     folded_under: int | None = None  # for --json: the checkpoint this one folds under
 
 
@@ -78,7 +78,7 @@ def plain_lines(rows: list[Row], with_project: bool) -> list[str]:
         lines.append(render.clip(line.rstrip(), width))
         if row.fold:
             indent = sum(w + 2 for w in widths[:kind])
-            lines.append(render.clip(" " * indent + row.fold, width))
+            lines += [render.clip(" " * indent + fold, width) for fold in row.fold.split("\n")]
     return lines
 
 
@@ -147,8 +147,8 @@ def print_table(rows: list[Row], with_project: bool) -> None:
     blank = [""] * (len(table.columns) - 1)
     for row, fixed in zip(rows, cells):
         table.add_row(*fixed[:-4], Text(fixed[-4], style="bold"), *fixed[-3:], _marks(row) + Text(describe(row.cp)))
-        if row.fold:
-            table.add_row(*blank, Text(row.fold, style="dim"))
+        for fold in row.fold.split("\n") if row.fold else ():
+            table.add_row(*blank, Text(fold, style="dim"))
     render.console().print(table)
 
 

@@ -77,20 +77,43 @@ def fold_targets(cps: list[Checkpoint], undos: set[int] = frozenset()) -> dict[i
             return target_of(target, depth + 1)
         return before(target.number)
 
+    def task_prompt(cp: Checkpoint) -> Checkpoint | None:
+        # a task's notice folds under the prompt that started the task
+        target = by_number.get(cp.folds_under)
+        return target if target is not None and target.number < cp.number and target.folds_under is None else None
+
     under = {}
     for cp in cps:
-        if cp.kind == "rewind":
-            target = target_of(cp)
-            if target is not None:
-                under[cp.number] = target.number
+        target = target_of(cp) if cp.kind == "rewind" else task_prompt(cp) if cp.folds_under else None
+        if target is not None:
+            under[cp.number] = target.number
     return under
 
 
 def fold_line(number: int, folded: list[tuple[Checkpoint, list[ChangeRow]]], undo_set: set[int] = frozenset()) -> str:
-    """The line under checkpoint `number` that stands for the rewinds folded under it: their
-    ids first (a narrow screen cuts the tail, not the ids), which of them were undos (back
-    to before one of them: `undo_set`), what else happened after them, and what a reader
-    must notice."""
+    """The lines under checkpoint `number` that stand for the checkpoints folded under it:
+    one for its rewinds (`rewind_line`), one for each background task's notice."""
+    rewinds = [f for f in folded if f[0].kind == "rewind"]
+    lines = [rewind_line(rewinds, undo_set)] if rewinds else []
+    for cp, under in sorted((f for f in folded if f[0].kind != "rewind"), key=lambda f: f[0].number):
+        lines.append(task_line(cp, under))
+    return "\n".join(lines)
+
+
+def task_line(cp: Checkpoint, under: list[ChangeRow]) -> str:
+    """A background task's notice, folded under the prompt that started the task: its id,
+    what ended, and what the agent did after it."""
+    notes = [render.safe(cp.message or "a background task ended")]
+    changes = [c for c in under if "unrecorded" not in c.flags]
+    if changes:
+        notes.append(f"then {counts_text(changes)}")
+    return f"↳ task done: {cp.number} ({'; '.join(notes)}, {render.age(cp.created_at)})"
+
+
+def rewind_line(folded: list[tuple[Checkpoint, list[ChangeRow]]], undo_set: set[int] = frozenset()) -> str:
+    """The line that stands for the rewinds folded under a checkpoint: their ids first (a
+    narrow screen cuts the tail, not the ids), which of them were undos (back to before one
+    of them: `undo_set`), what else happened after them, and what a reader must notice."""
     folded = sorted(folded, key=lambda f: f[0].number)
     ids = [str(cp.number) for cp, _ in folded]
     undos = [str(cp.number) for cp, _ in folded if cp.number in undo_set]

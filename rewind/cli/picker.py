@@ -165,6 +165,7 @@ def run_picker(project):
             self.every_cp = with_pending(project, project.catalog.checkpoints(project.id))
             undos = project.catalog.undo_safeties(project.id)
             self.folded = fold_targets([c for c in self.every_cp if not is_pending(c)], undos)
+            self.task_notes = {c.number for c in self.every_cp if c.folds_under is not None}
             self.every = False
             self.cps = self.shown_cps()
             self.current = None
@@ -206,9 +207,14 @@ def run_picker(project):
                         render.age(cp.created_at), cp.kind)
             ch = changes_under(project, cp, self.working())
             under = sorted(n for n, t in self.folded.items() if t == cp.number)
-            # the rewinds folded under it, first (a narrow screen cuts the prompt's tail, not this)
-            fold = [(f"↳ {'rewinds' if len(under) > 1 else 'rewind'} here: {', '.join(map(str, under))}", "dim")] \
-                if under and not self.every else []
+            tasks = [n for n in under if n in self.task_notes]
+            under = [n for n in under if n not in self.task_notes]
+            # the rewinds (and tasks' notices) folded under it, first (a narrow screen cuts the
+            # prompt's tail, not this)
+            fold = [] if self.every else \
+                ([(f"↳ {'rewinds' if len(under) > 1 else 'rewind'} here: {', '.join(map(str, under))}", "dim")]
+                 if under else []) + \
+                ([(f"↳ task done: {', '.join(map(str, tasks))}", "dim")] if tasks else [])
             return (fold + pending_view.marks(cp) + badges(ch, sources=False), describe(cp), counts_text(ch),
                     str(cp.number), render.age(cp.created_at), cp.kind)
 

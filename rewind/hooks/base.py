@@ -40,6 +40,14 @@ class Event:
     # the agent runs one tool call at a time (Codex): a tool call's Pre means the one before
     # it is over, reported or not (a command its policy refused sends no Post event)
     sequential: bool = False
+    # a shell command that goes on in the background (its Post event came once it started):
+    # the agent's task id; its window stays open until the task ends (hooks/tools.py)
+    background: str | None = None
+    # a turn's end: the ids of the background tasks still running (None: the agent did not say)
+    running_tasks: list[str] | None = None
+    # a prompt that is the agent's notice that a background task ended (prompt_source
+    # "task-notification"): its task id, tool call id, status and summary
+    task: dict | None = None
 
 
 def text(value, limit: int | None = None) -> str | None:

@@ -46,6 +46,9 @@ def parse(payload: dict, env: dict) -> Event | None:
     elif kind == "prompt":
         ev.prompt = text(payload.get("prompt"))
         ev.prompt_source = text(payload.get("source"), 50)
+        task = task_notification(ev.prompt)
+        if task is not None:
+            ev.prompt_source, ev.task = "task-notification", task
     elif kind in ("pre_tool", "post_tool"):
         ev.tool = text(payload.get("tool_name"), 200)
         ev.tool_use_id = text(payload.get("tool_use_id"), 200)
@@ -56,6 +59,9 @@ def parse(payload: dict, env: dict) -> Event | None:
         if ev.tool in SHELL_TOOLS:
             ev.tool_kind = "shell"
             ev.command = text(tool_input.get("command"), 10_000)
+            response = payload.get("tool_response")
+            if kind == "post_tool" and isinstance(response, dict):
+                ev.background = text(response.get("backgroundTaskId"), 200)
         elif ev.tool in EDIT_TOOLS:
             ev.tool_kind = "edit"
             target = text(tool_input.get("file_path")) or text(tool_input.get("notebook_path"))
@@ -65,7 +71,27 @@ def parse(payload: dict, env: dict) -> Event | None:
             return None  # Read, Grep, WebFetch...: nothing to record
     elif kind == "stop":
         ev.stop_scope = "agent" if name == "SubagentStop" else "session"
+        tasks = payload.get("background_tasks")
+        if isinstance(tasks, list) and name == "Stop":
+            ev.running_tasks = [t["id"] for t in tasks if isinstance(t, dict) and isinstance(t.get("id"), str)
+                                and t.get("status") in ("running", "pending", None)]
     return ev
+
+
+def task_notification(prompt: str | None) -> dict | None:
+    """Claude Code's notice that a background task ended, sent as a prompt of its own:
+    `<task-notification><task-id>…</task-id><tool-use-id>…</tool-use-id><status>completed
+    </status><summary>Background command "build" completed (exit code 0)</summary>…`.
+    Its fields, or None for a person's prompt."""
+    if not prompt or not prompt.lstrip().startswith("<task-notification>"):
+        return None
+    fields = {}
+    for tag in ("task-id", "tool-use-id", "status", "summary"):
+        start = prompt.find(f"<{tag}>", 0, 20_000)
+        end = prompt.find(f"</{tag}>", start)
+        if start >= 0 and end > start:
+            fields[tag.replace("-", "_")] = prompt[start + len(tag) + 2:end].strip()[:500]
+    return fields if fields.get("task_id") or fields.get("tool_use_id") else None
 
 
 # -- installing -------------------------------------------------------------------------------

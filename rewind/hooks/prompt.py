@@ -77,6 +77,8 @@ def record(project: Project, ev: Event, settings, watcher_on: bool) -> str:
     """Make the prompt's checkpoint, the way `decide` says. Returns the hook's note."""
     meta = {"agent": ev.agent, "session_id": ev.session_id, "prompt_id": ev.prompt_id,
             "prompt_source": ev.prompt_source, "transcript_path": ev.transcript_path}
+    if ev.task:
+        ev.prompt, meta["folds_under"] = task_label(project, ev)
     close_windows(project, ev)
     note = _pend(project, ev, meta, gather(project, ev, watcher_on))
     if note:
@@ -94,6 +96,18 @@ def record(project: Project, ev: Event, settings, watcher_on: bool) -> str:
                 return note
             if time.monotonic() >= deadline:
                 raise
+
+
+def task_label(project: Project, ev: Event) -> tuple[str, int | None]:
+    """A task notification's checkpoint: its message (what ended, and the command), and the
+    prompt it folds under, the one that started the task (None: not known)."""
+    task = ev.task or {}
+    w = project.catalog.window_of_tool(project.id, ev.session_id, task["tool_use_id"]) \
+        if task.get("tool_use_id") else None
+    what = task.get("summary") or f"background task {task.get('task_id') or '?'} {task.get('status') or 'ended'}"
+    if w is not None and w.command:
+        what += f": {' '.join(w.command.split())[:200]}"
+    return what, project.catalog.prompt_at(project.id, ev.session_id, w.opened_ns) if w is not None else None
 
 
 def _pend(project: Project, ev: Event, meta: dict, facts: PromptFacts) -> str | None:

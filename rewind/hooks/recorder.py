@@ -109,7 +109,7 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
         return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
     from rewind.hooks import tools      # (a SessionStart needs none of it)
     if ev.kind == "session_end":
-        tools.close_windows(project, ev)
+        tools.close_windows(project, ev, "all")      # its background commands' too
         with project.catalog.transaction():
             project.catalog.end_session(ev.agent, ev.session_id, clock.wall_ns())
         # the watcher stays: `claude -p`, resumed sessions, `codex exec` and Gemini CLI start

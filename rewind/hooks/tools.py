@@ -36,6 +36,7 @@ def scan(project: Project, checkpoint: dict | None = None, timeout: float | None
     never scan, and they (and the watcher's, through dirty) are most of a hook's imports."""
     from rewind.capture.pending import locked_completing
     from rewind.capture.working_copy import Commit, Scan
+    close_finished_tasks(project)
     with locked_completing(project, timeout or SCAN_LOCK_TIMEOUT) as wc:
         scanned = wc.scan(Scan.auto())
         return wc.commit(scanned, Commit(**checkpoint) if checkpoint else None), scanned.stamp
@@ -51,17 +52,59 @@ def close_windows(project: Project, ev: Event, scope: str = "session") -> None:
     """Close the session's open windows (a cancelled tool sends no Post event), then put a
     marker at the place in the watcher's stream. Called right before a scan: its segment
     still counts them (closed after it began), the next one no longer does. `scope`:
-    "session", "agent" (one subagent's), or "exact" (the event's own agent's: the main
-    agent's when it has no agent id)."""
+    "session", "agent" (one subagent's), "exact" (the event's own agent's: the main agent's
+    when it has no agent id), or "all" (the session's end: its background commands' too).
+    The windows of commands gone on in the background stay open until their task ends:
+    `end_tasks` says when."""
     now = clock.wall_ns()
     with project.catalog.transaction():
         ids = project.catalog.close_windows(project.id, ev.agent, ev.session_id,
                                             ev.agent_id if scope in ("agent", "exact") else None, now,
-                                            exact=scope == "exact")
+                                            exact=scope == "exact", background=scope == "all")
         note_git_moves(project, project.catalog.shell_git(ids), now)
+    _closed(project, ids)
+    if scope != "all":
+        end_tasks(project, ev)
+
+
+def _closed(project: Project, ids: list[int]) -> None:
     if ids:
         from rewind.capture.dirty import put_marker
         put_marker(project, "close-" + ",".join(map(str, ids[:40])))
+
+
+def end_tasks(project: Project, ev: Event) -> None:
+    """Close the windows of background commands whose task the agent says has ended: a
+    turn's end that no longer lists it as running, or its task notification (a prompt)."""
+    catalog = project.catalog
+    if ev.running_tasks is None and not ev.task:
+        return
+    ended = []
+    for w in catalog.background_windows(project.id, ev.session_id):
+        if ev.task and (w.tool_use_id == ev.task.get("tool_use_id") or w.task == ev.task.get("task_id")):
+            ended.append(w.id)
+        elif ev.running_tasks is not None and w.task not in ev.running_tasks:
+            ended.append(w.id)
+    _close_ids(project, ended)
+
+
+def close_finished_tasks(project: Project) -> None:
+    """Before a scan: close the windows of background commands none of whose processes
+    lives any more (an agent that never says a task ended; one killed with its agent)."""
+    from rewind.capture.procs import tree_signature
+    windows = project.catalog.background_windows(project.id)
+    _close_ids(project, [w.id for w in windows if tree_signature(w.bg_pids) == ""])
+
+
+def _close_ids(project: Project, ids: list[int]) -> None:
+    if not ids:
+        return
+    now = clock.wall_ns()
+    with project.catalog.transaction():
+        for wid in ids:
+            project.catalog.close_window(wid, now, False)
+        note_git_moves(project, project.catalog.shell_git(ids), now)
+    _closed(project, ids)
 
 
 def note_git_moves(project: Project, windows: list, now_ns: int) -> None:
@@ -132,17 +175,33 @@ def shell(project: Project, ev: Event, pid: int, served: bool = False) -> str:
                                             git_pre)
         put_marker(project, f"open-{wid}")
         return "shell window opened"
-    with project.catalog.transaction():
-        wid = catalog.find_window(project.id, "bash", ev.session_id, ev.tool_use_id)
+    background = None
+    if ev.background and not ev.failed:
+        # the command goes on in the background: its window stays open until its task ends,
+        # with the processes it left running (procs.py), from this marker on
+        from rewind.capture.procs import background_roots, tree_signature
+        w = catalog.window_of_tool(project.id, ev.session_id, ev.tool_use_id) if ev.tool_use_id else None
+        if w is not None and w.closed_ns is None:
+            row = catalog.shell_windows(project.id, {w.id})[0]
+            hooks = {int(p) for p in (row.hook_pids or "").split(",") if p.isdigit()}
+            background = background_roots(row.agent_pid, row.pid_mark, hooks | set(hook_chain(pid)[1]),
+                                          ev.command)
+            with catalog.transaction():
+                catalog.to_background(w.id, clock.wall_ns(), ev.background, background,
+                                      tree_signature(background))
+            put_marker(project, f"bg-{w.id}")
+    if background is None:
+        with project.catalog.transaction():
+            wid = catalog.find_window(project.id, "bash", ev.session_id, ev.tool_use_id)
+            if wid is not None:
+                now = clock.wall_ns()
+                catalog.close_window(wid, now, ev.failed)
+                note_git_moves(project, catalog.shell_git([wid]), now)
         if wid is not None:
-            now = clock.wall_ns()
-            catalog.close_window(wid, now, ev.failed)
-            note_git_moves(project, catalog.shell_git([wid]), now)
-    if wid is not None:
-        put_marker(project, f"close-{wid}")
+            put_marker(project, f"close-{wid}")
     if not first_scan_running(project):
         scan(project)
-    return "shell window closed"
+    return "shell window closed" if background is None else f"shell window in the background ({ev.background})"
 
 
 def _target(project: Project, ev: Event, raw: str) -> tuple[str, str | None, list[str]]:

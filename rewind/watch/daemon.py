@@ -47,6 +47,7 @@ from rewind.watch.windows import ShellWindows
 
 HEARTBEAT_S = 1.0
 FLUSH_S = 0.05
+BACKGROUND_LOOK_S = 0.25         # while a command runs in the background: looks at its tree
 COMMAND_POLL_S = 0.02            # while a shell window waits for its command: the pid account
 
 
@@ -290,7 +291,7 @@ class Watcher(ShellWindows):
             first = threading.Thread(target=first_scan, args=(self,), name="rewind-first-scan", daemon=True)
             first.start()
             next_beat = time.monotonic() + HEARTBEAT_S
-            next_windows = 0.0
+            next_windows = next_bg = 0.0
             while not self._pause(COMMAND_POLL_S if self.commands.active else FLUSH_S):
                 if first is not None and not first.is_alive():
                     first = None
@@ -301,6 +302,9 @@ class Watcher(ShellWindows):
                     self.refresh_windows()
                 if self.commands.active:
                     self.commands.poll()
+                if self.commands.background and time.monotonic() >= next_bg:
+                    next_bg = time.monotonic() + BACKGROUND_LOOK_S
+                    self.commands.look_background()
                 self.flush()
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + HEARTBEAT_S

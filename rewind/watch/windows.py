@@ -30,10 +30,10 @@ class ShellWindows:
         """A hook's marker, at its place in the event stream: a shell window opens or
         closes exactly here (dirty.put_marker); any other cookie is a sync to answer."""
         kind, _, rest = what.partition("-")
-        if kind in ("open", "close"):
+        if kind in ("open", "close", "bg"):
             ids = {int(x) for x in rest.split("-", 1)[0].split(",") if x.isdigit()}
             with self.windows_lock:
-                if kind == "open":
+                if kind in ("open", "bg"):       # bg: its command goes on in the background from here
                     self.refresh_windows(ids)
                 else:
                     self.closed.update(ids)

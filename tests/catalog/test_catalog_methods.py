@@ -48,7 +48,7 @@ def test_windows_open_close_and_are_found_by_tool_use_id_target_or_age(cat, pid)
     assert by_id == ids["a.txt"]
     assert cat.find_window(pid, "tool", "s", None, "b.txt") == ids["b.txt"]
     assert cat.find_window(pid, "tool", "s", "t2", "a.txt") == by_id
-    assert cat.shell_windows(pid) == [(shell, 7, 8, "1,2")]
+    assert cat.shell_windows(pid) == [(shell, 7, 8, "1,2", None)]
     with cat.transaction():
         cat.close_window(by_id, 130, True, "")
         cat.close_window(shell, 140, False)
@@ -57,8 +57,8 @@ def test_windows_open_close_and_are_found_by_tool_use_id_target_or_age(cat, pid)
     assert (closed[by_id].closed_ns, closed[by_id].post_oid, closed[by_id].failed) == (130, "", 1)
     assert (closed[shell].closed_ns, closed[shell].post_oid, closed[shell].failed) == (140, None, 0)
     assert cat.shell_windows(pid) == []
-    assert cat.shell_windows(pid, {shell}) == [(shell, 7, 8, "1,2")]
-    assert cat.shell_windows_since(pid, 140) == [(shell, 7, 8, "1,2")]
+    assert cat.shell_windows(pid, {shell}) == [(shell, 7, 8, "1,2", None)]
+    assert cat.shell_windows_since(pid, 140) == [(shell, 7, 8, "1,2", None)]
     assert cat.shell_windows_since(pid, 141) == []
     assert cat.shell_windows_closed_after(pid, 139) == {shell}
     assert cat.last_activity(pid) == 120

@@ -26,7 +26,7 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
     db.close()
     cat = catmod.Catalog(str(home))
     try:
-        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "8"
+        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "9"
         assert cat.meta("object_codecs") == "raw zlib zstd"
         assert cat.checkpoint(1, 1).tree == "abc"
         st = cat.scan_state(1)
@@ -41,10 +41,13 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
         # 8: git state as git state: the state a command found, the moves commands made
         assert cat.db.execute("SELECT git_pre FROM windows").fetchone() == (None,)
         assert cat.git_moves(1, 0) == []
+        # 9: background commands' windows, and the prompt a task's notice folds under
+        assert cat.db.execute("SELECT task, bg_ns, bg_pids, bg_sig FROM windows").fetchone() == (None,) * 4
+        assert cat.checkpoint(1, 1).folds_under is None and cat.background_windows(1) == []
     finally:
         cat.close()
     cat = catmod.Catalog(str(home))           # opening it again changes nothing
-    assert cat.meta("schema_version") == "8"
+    assert cat.meta("schema_version") == "9"
     cat.close()
     assert os.path.exists(home / CATALOG_NAME)
 
@@ -62,7 +65,7 @@ def test_a_version_3_catalog_gets_hook_counts(tmp_path):
     db.close()
     cat = catmod.Catalog(str(home))
     try:
-        assert cat.meta("schema_version") == "8"
+        assert cat.meta("schema_version") == "9"
         assert cat.hook_counts(1)["standalone"] == 0
         cat.count_standalone_hook(1, "no watcher", 7)
         with cat.transaction():          # the count rides on the hook's own transaction

@@ -279,3 +279,24 @@ def test_an_edit_after_the_tool_wrote_is_not_blamed_on_the_tool(tmp_path):
     deliver(ev("Stop"))
     live = {c["path"]: c for c in json.loads(run_rewind("show", "2", "--json", cwd=root, check=0).stdout)["changes"]}
     assert live["a.txt"]["source"] == "external"
+
+
+def test_a_background_command_and_its_task_notification_parse_as_captured():
+    """Claude Code 2.1.197's own payloads (payloads/background, stream mode): the Bash call's
+    PostToolUse names its background task, each Stop the tasks still running, and the task's
+    end comes as a prompt of its own."""
+    from rewind.hooks import claude
+    seq = [json.loads(line) for line in (harness("claude") / "payloads/background/sequence.jsonl").open()]
+    events = [claude.parse(r["payload"], r.get("env", {})) for r in seq]
+    post = next(e for e in events if e and e.kind == "post_tool" and e.tool == "Bash")
+    assert post.background and post.command.startswith("sleep 1; echo one")
+    stops = [e for e in events if e and e.kind == "stop"]
+    assert stops[0].running_tasks == [post.background] and stops[-1].running_tasks == []
+    prompts = [e for e in events if e and e.kind == "prompt"]
+    assert [p.prompt_source for p in prompts] == [None, None, "task-notification"]
+    task = prompts[-1].task
+    assert task["task_id"] == post.background and task["tool_use_id"] == post.tool_use_id
+    assert task["status"] == "completed" and task["summary"].startswith('Background command "build"')
+    # a person's prompt that merely mentions the tag is a prompt
+    person = dict(seq[1]["payload"], prompt="what does <task-notification> mean?")
+    assert claude.parse(person, {}).task is None

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import AGENT_CLIS, REWIND, agent_cli, fingerprint, harness, no_cli, run_rewind
+from helpers import AGENT_CLIS, REWIND, agent_cli, fingerprint, harness, no_cli, run_rewind, spinning
 
 BINS = {agent: agent_cli(agent) for agent in AGENT_CLIS}
 
@@ -203,42 +203,12 @@ def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
     return str(script)
 
 
-# Spins in 10 ms slices while fewer than cores + 1 other processes are runnable (procs_running
-# counts the reader itself), else sleeps 10 ms: with two of them, the block's processes compete
-# with at least two others for the cores, whatever else the machine runs
-_SPIN = """
-import os, time
-wanted = (os.cpu_count() or 1) + 1
-while True:
-    with open("/proc/stat", "rb") as f:
-        running = int(f.read().split(b"procs_running ", 1)[1].split(None, 1)[0])
-    if running - 1 >= wanted:
-        time.sleep(0.01)
-        continue
-    end = time.perf_counter() + 0.01
-    while time.perf_counter() < end:
-        pass
-"""
-
-
-@contextlib.contextmanager
-def _spinning():
-    """The machine busy for the block: two spinners that top its load up to two processes
-    besides the block's own (module docstring)."""
-    code = _SPIN if os.path.exists("/proc/stat") else "while True: pass"
-    spinners = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
-    try:
-        yield
-    finally:
-        for p in spinners:
-            p.kill()
-            p.wait()
 
 
 @pytest.fixture(params=[False, True], ids=["quiet", "busy"])
 def load(request):
     """`with load():` runs the block on a busy machine, or as it is."""
-    return _spinning if request.param else contextlib.nullcontext
+    return spinning if request.param else contextlib.nullcontext
 
 
 def _changes(proj: Path, n: int) -> dict[str, dict]:
