@@ -126,7 +126,7 @@ class ToolWindow:
     failed: int | None
     task: str | None = None          # a shell command gone on in the background: the agent's task id
     bg_ns: int | None = None         # since when (its Post event)
-    bg_pids: str | None = None       # the processes it left running (capture/procs.py)
+    bg_pids: str | None = None       # the processes it left running (capture/bgtree.py)
     bg_sig: str | None = None        # their activity signature at the last scan
 
 
@@ -221,7 +221,7 @@ events was, and the time and writer of the latest.""")
 BackgroundWindow = record("BackgroundWindow", "id agent session_id tool_use_id tool command task bg_ns bg_pids bg_sig", """\
 An open shell window whose command went on in the background (hooks/tools.py): the agent's
 task id, since when, the processes it left running ("PID@START,...") and their activity
-signature at the last scan (capture/procs.py `tree_signature`).""")
+signature at the last scan (capture/bgtree.py `tree_signature`).""")
 
 ShellGit = record("ShellGit", "id git_pre tool command session_id", """\
 A shell window's git state when it opened (`git_pre`, project.git_mark), with its command:

@@ -13,7 +13,7 @@ pid account shows the command could not have made it (procs.py).
 
 A shell command gone on in the background keeps its window open until its task ends; while
 it runs, a change is its command's only when its processes did something around it
-(procs.py, "commands gone on in the background"); any other change it could still have made
+(bgtree.py); any other change it could still have made
 is flagged `ambiguous` and names it.
 
 A change's source is a `Source` (model.py); the windows are the catalog's `ToolWindow`s.
@@ -60,7 +60,7 @@ def default_source(project: Project, windows: list[ToolWindow], since_ns: int,
     something since the last scan (their tree's signature now, put into `sigs`, against the
     one the last scan kept); a change only such windows explain is flagged `ambiguous` (the
     segment may be long: someone else may have made it meanwhile)."""
-    from rewind.capture.procs import tree_signature
+    from rewind.capture.bgtree import tree_signature
     closed_after = since_ns if since_start is None else min(since_ns, since_start)
     across = [w for w in windows if w.kind == "bash" and w.opened_ns <= since_ns
               and (w.closed_ns is None or w.closed_ns > closed_after)]

@@ -275,7 +275,7 @@ MIGRATIONS = [
     # command went on in the background (`task`: the agent's task id) stays open from its
     # Post event (`bg_ns`) until the task ends, with the processes it left running
     # (`bg_pids`, "PID@START,...") and the activity signature of their tree at the last
-    # scan (`bg_sig`, capture/procs.py); a checkpoint made by such a notice folds under the
+    # scan (`bg_sig`, capture/bgtree.py); a checkpoint made by such a notice folds under the
     # prompt that started the task (`folds_under`)
     """
     ALTER TABLE windows ADD COLUMN task TEXT;

@@ -91,7 +91,7 @@ def end_tasks(project: Project, ev: Event) -> None:
 def close_finished_tasks(project: Project) -> None:
     """Before a scan: close the windows of background commands none of whose processes
     lives any more (an agent that never says a task ended; one killed with its agent)."""
-    from rewind.capture.procs import tree_signature
+    from rewind.capture.bgtree import tree_signature
     windows = project.catalog.background_windows(project.id)
     _close_ids(project, [w.id for w in windows if tree_signature(w.bg_pids) == ""])
 
@@ -178,8 +178,8 @@ def shell(project: Project, ev: Event, pid: int, served: bool = False) -> str:
     background = None
     if ev.background and not ev.failed:
         # the command goes on in the background: its window stays open until its task ends,
-        # with the processes it left running (procs.py), from this marker on
-        from rewind.capture.procs import background_roots, tree_signature
+        # with the processes it left running (bgtree.py), from this marker on
+        from rewind.capture.bgtree import background_roots, tree_signature
         w = catalog.window_of_tool(project.id, ev.session_id, ev.tool_use_id) if ev.tool_use_id else None
         if w is not None and w.closed_ns is None:
             row = catalog.shell_windows(project.id, {w.id})[0]

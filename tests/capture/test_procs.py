@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from rewind.capture import procs
+from rewind.capture import bgtree, proc_read, procs
+from rewind.capture.filetimes import TICK_NS
 from rewind.capture.procs import Commands, hook_chain, last_pid
 from rewind.model import ShellWindow
 
@@ -378,34 +379,34 @@ def test_a_background_commands_processes_are_named_by_its_command_and_their_acti
     command = f"sleep 0.5; echo built > {out}; sleep 30"
     agent.run("bg " + command)
     agent.run("bg sleep 30")              # another child of the agent's, after the mark: not it
-    roots = procs.background_roots(agent.proc.pid, mark, set(), command)
+    roots = bgtree.background_roots(agent.proc.pid, mark, set(), command)
     assert roots.count("@") == 1, roots
     pid = int(roots.split("@")[0])
-    assert command.encode() in procs._cmdline(pid)
-    before = procs.tree_signature(roots)
+    assert command.encode() in proc_read._cmdline(pid)
+    before = bgtree.tree_signature(roots)
     assert before and str(pid) in before
     _until(out.exists)
     time.sleep(0.1)
-    after = procs.tree_signature(roots)
+    after = bgtree.tree_signature(roots)
     assert after != before                # the echo's write and the first sleep gone
-    assert procs.tree_signature(roots) == after     # asleep again: nothing to see
+    assert bgtree.tree_signature(roots) == after     # asleep again: nothing to see
     os.kill(pid, 9)
-    _until(lambda: procs.tree_signature(roots) == "")
+    _until(lambda: bgtree.tree_signature(roots) == "")
     # a pid given to a later process is not the command's: its start time differs
-    assert procs.tree_signature(f"{os.getpid()}@1") == ""
-    assert procs.tree_signature("") is None and procs.background_roots(None, mark, set(), command) == ""
+    assert bgtree.tree_signature(f"{os.getpid()}@1") == ""
+    assert bgtree.tree_signature("") is None and bgtree.background_roots(None, mark, set(), command) == ""
 
 
 def test_a_change_is_a_background_commands_only_when_its_tree_did_something_around_it():
-    tick = procs.TICK_NS
+    tick = TICK_NS
     looks = [(1000 * tick, "a"), (2000 * tick, "a"), (3000 * tick, "b"), (4000 * tick, "b")]
-    assert procs.activity_between(looks, 2500 * tick)         # between the looks that saw it change
-    assert procs.activity_between(looks, 1500 * tick)         # read late: the change came after
-    assert not procs.activity_between(looks, 3500 * tick)     # asleep around it
-    assert not procs.activity_between(looks[:2], 1500 * tick)
-    assert procs.activity_between(looks + [(5000 * tick, None)], 4500 * tick)   # no look: no proof
-    assert procs.activity_between(looks, None)                # no time: the last looks
-    assert not procs.activity_between([(1, "a"), (2, "a"), (3, "a")], None)
+    assert bgtree.activity_between(looks, 2500 * tick)         # between the looks that saw it change
+    assert bgtree.activity_between(looks, 1500 * tick)         # read late: the change came after
+    assert not bgtree.activity_between(looks, 3500 * tick)     # asleep around it
+    assert not bgtree.activity_between(looks[:2], 1500 * tick)
+    assert bgtree.activity_between(looks + [(5000 * tick, None)], 4500 * tick)   # no look: no proof
+    assert bgtree.activity_between(looks, None)                # no time: the last looks
+    assert not bgtree.activity_between([(1, "a"), (2, "a"), (3, "a")], None)
 
 
 def test_the_watcher_names_a_background_command_only_around_what_its_processes_did(agent, tmp_path):
@@ -416,7 +417,7 @@ def test_the_watcher_names_a_background_command_only_around_what_its_processes_d
     agent.run("bg " + command)
     c = Commands(str(root))
     c.update([ShellWindow(7, agent.proc.pid, mark, "")], set())
-    roots = procs.background_roots(agent.proc.pid, mark, set(), command)
+    roots = bgtree.background_roots(agent.proc.pid, mark, set(), command)
     c.update([ShellWindow(7, agent.proc.pid, mark, "", roots)], set())      # its Post event
     assert c.background and not c.active
     _until((root / "built.txt").exists)
