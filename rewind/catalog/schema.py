@@ -276,7 +276,8 @@ MIGRATIONS = [
     # Post event (`bg_ns`) until the task ends, with the processes it left running
     # (`bg_pids`, "PID@START,...") and the activity signature of their tree at the last
     # scan (`bg_sig`, capture/bgtree.py); a checkpoint made by such a notice folds under the
-    # prompt that started the task (`folds_under`)
+    # prompt that started the task (`folds_under`); and the hooks that ran on their own in a row,
+    # none served since the first of them (`streak`, `streak_ns`): status and doctor name it
     """
     ALTER TABLE windows ADD COLUMN task TEXT;
     ALTER TABLE windows ADD COLUMN bg_ns INTEGER;
@@ -284,6 +285,8 @@ MIGRATIONS = [
     ALTER TABLE windows ADD COLUMN bg_sig TEXT;
     ALTER TABLE checkpoints ADD COLUMN folds_under INTEGER;
     ALTER TABLE pending_checkpoints ADD COLUMN folds_under INTEGER;
+    ALTER TABLE hook_counts ADD COLUMN streak INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE hook_counts ADD COLUMN streak_ns INTEGER;
     """,
 ]
 

@@ -96,26 +96,36 @@ class WatchMixin:
             f" coalesce((SELECT max(opened_ns) FROM windows {where}), 0))", args).fetchone()[0]
 
     # -- the hooks, served or on their own (watch/serve.py) ------------------------------
-    _COUNT = ("INSERT INTO hook_counts(project_id, served, standalone, fallback, fallback_ns) VALUES (?,?,?,?,?) "
+    _COUNT = ("INSERT INTO hook_counts(project_id, served, standalone, fallback, fallback_ns, streak, streak_ns) "
+              "VALUES (?,?,?,?,?,?,?) "
               "ON CONFLICT(project_id) DO UPDATE SET served=served+excluded.served, "
               "standalone=standalone+excluded.standalone, fallback=coalesce(excluded.fallback, fallback), "
-              "fallback_ns=coalesce(excluded.fallback_ns, fallback_ns)")
+              "fallback_ns=coalesce(excluded.fallback_ns, fallback_ns), streak=streak+excluded.streak, "
+              "streak_ns=coalesce(streak_ns, excluded.streak_ns)")
 
     def count_standalone_hook(self, project_id: int, why: str | None, now_ns: int) -> None:
         """A hook that ran on its own, and why: rides on the hook's next transaction (it
-        costs the hook none of its own; `flush_riders` writes it if none came)."""
-        self._riders.append((self._COUNT, (project_id, 0, 1, why, now_ns if why else None)))
+        costs the hook none of its own; `flush_riders` writes it if none came). It adds to
+        the streak of such calls, which a served call ends (`count_served_hooks`)."""
+        self._riders.append((self._COUNT, (project_id, 0, 1, why, now_ns if why else None, 1, now_ns)))
 
     def flush_riders(self) -> None:
         if self._riders:
             with self.transaction():
                 pass
 
-    def count_served_hooks(self, project_id: int, n: int) -> None:
-        """Inside a transaction: the watcher served `n` more hook calls (at its heartbeat)."""
-        self.db.execute(self._COUNT, (project_id, n, 0, None, None))
+    def count_served_hooks(self, project_id: int, n: int, last_ns: int | None = None) -> None:
+        """Inside a transaction: the watcher served `n` more hook calls (at its heartbeat),
+        the last at `last_ns`: a streak of hooks that ran on their own begun before it is over."""
+        self.db.execute(self._COUNT, (project_id, n, 0, None, None, 0, None))
+        if last_ns is not None:
+            self.db.execute("UPDATE hook_counts SET streak=0, streak_ns=NULL WHERE project_id=? AND streak_ns<=?",
+                            (project_id, last_ns))
 
     def hook_counts(self, project_id: int) -> dict:
-        row = self.db.execute("SELECT served, standalone, fallback, fallback_ns FROM hook_counts WHERE project_id=?",
+        """served, standalone (and the last reason one ran on its own, and when), and the
+        streak: how many ran on their own in a row, none served since the first (`streak_ns`)."""
+        keys = ("served", "standalone", "fallback", "fallback_ns", "streak", "streak_ns")
+        row = self.db.execute(f"SELECT {','.join(keys)} FROM hook_counts WHERE project_id=?",
                               (project_id,)).fetchone()
-        return dict(zip(("served", "standalone", "fallback", "fallback_ns"), row or (0, 0, None, None)))
+        return dict(zip(keys, row or (0, 0, None, None, 0, None)))

@@ -38,7 +38,27 @@ def watcher_view(project) -> dict:
     out["hooks_served"], out["hooks_standalone"] = hooks["served"], hooks["standalone"]
     out["last_hook_fallback"] = ({"reason": hooks["fallback"], "at": _iso(hooks["fallback_ns"])}
                                  if hooks["fallback"] else None)
+    # the hooks that ran on their own in a row, none served since the first: why, and the fix
+    out["hooks_standalone_streak"] = ({"calls": hooks["streak"], "since": _iso(hooks["streak_ns"]),
+                                       "reason": hooks["fallback"], "fix": streak_fix(hooks["fallback"])}
+                                      if hooks["streak"] else None)
     return out
+
+
+def streak_fix(reason: str | None) -> str | None:
+    """What ends a streak of hooks that ran on their own, by the last one's reason (None: it
+    is as it should be)."""
+    if not reason or reason in ("watcher off", "first-scan"):
+        return None     # turned off on purpose; a shell command waiting for the first scan in its own process
+    if reason.startswith("env "):
+        name = reason[4:]
+        return (f"the watcher was started with another {name} than the agent's hooks run with: "
+                "`rewind watch --stop`, and the agent's next session starts one with its own")
+    if reason in ("no watcher", "no answer"):
+        return "no watcher answers: `rewind watch` starts one (the agent's next session does too)"
+    if reason == "stopping":
+        return "the watcher was on its way out: the next session starts another"
+    return "see `rewind doctor`"
 
 
 def _iso(ns: int | None) -> str | None:
@@ -80,6 +100,10 @@ def print_watcher(view: dict) -> None:
         if last and view["hooks_standalone"]:
             hooks += f" (last {render.age(last['at'])}: {last['reason']})"
         render.out(f"hooks:       {hooks}")
+        streak = view.get("hooks_standalone_streak")
+        if streak and streak["fix"]:
+            render.out(f"             the last {streak['calls']:,} ran on their own, none served since "
+                       f"{render.age(streak['since'])} ({streak['reason']}): {streak['fix']}")
 
 
 def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bool, background: bool,

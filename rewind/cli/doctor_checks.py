@@ -37,6 +37,9 @@ def check_hooks(root: str) -> list[dict]:
     return out
 
 
+STREAK_WARN = 5      # hook calls in a row that ran on their own, none served: doctor says so
+
+
 def check_watcher(project) -> list[dict]:
     from rewind import config
     from rewind.hooks.install import installed_for
@@ -63,6 +66,12 @@ def check_watcher(project) -> list[dict]:
     else:                                  # no hooks: no session of an agent starts anything
         out.append(finding("ok", "the watcher is not running; once hooks are installed (below), an agent "
                                  "session starts it"))
+    hooks = project.catalog.hook_counts(project.id)
+    from rewind.cli.cmd_watch import streak_fix
+    fix = streak_fix(hooks["fallback"]) if hooks["streak"] >= STREAK_WARN else None
+    if fix:
+        out.append(finding("warn", f"the last {hooks['streak']:,} hook calls ran on their own, none served by "
+                                   f"the watcher ({hooks['fallback']}): each does the watcher's work itself", fix))
     if st.fallbacks:
         out.append(finding("warn", f"{st.fallbacks} hook(s) fell back to a full scan (last: {st.fallback})",
                            "see `rewind status`; a lasting cause (watch limit) is listed below"))

@@ -223,7 +223,7 @@ class Watcher(ShellWindows):
                 cat.heartbeat(self.project_id, os.getpid(), clock.wall_ns(), dirs, self.events, self.overflow_ns,
                               self.limit_hit, ready_ns)
                 if served:
-                    cat.count_served_hooks(self.project_id, served)
+                    cat.count_served_hooks(self.project_id, served, self.server.last_ns)
         except BaseException:
             if served:
                 with self.server.count_lock:
@@ -341,7 +341,7 @@ class Watcher(ShellWindows):
                     served = self.server.take_count() if self.server is not None else 0
                     with self.catalog.transaction():
                         if served:
-                            self.catalog.count_served_hooks(self.project_id, served)
+                            self.catalog.count_served_hooks(self.project_id, served, self.server.last_ns)
                         self.catalog.watcher_stopped(self.project_id, os.getpid(), clock.wall_ns(),
                                                      self.stop_reason)
             finally:

@@ -25,6 +25,7 @@ import struct
 import threading
 import time
 
+from rewind import clock
 from rewind.fsutil import ensure_private_dir
 from rewind.hooks.client import MAGIC, MAX_PAYLOAD, OFFER_TIMEOUT_S, RUN_DIR, SUN_PATH_MAX
 
@@ -67,6 +68,7 @@ class HookServer:
         self.serve_lock = threading.Lock()      # one call at a time
         self.count_lock = threading.Lock()
         self.served = 0                         # calls served, not yet counted in the catalog
+        self.last_ns: int | None = None         # when the last one was
         self.closing = False
         self.sock: socket.socket | None = None
         self.ino: int | None = None
@@ -229,6 +231,7 @@ class HookServer:
             if note is not None:
                 with self.count_lock:
                     self.served += 1
+                    self.last_ns = clock.wall_ns()     # the clock the hooks' own counts use
             return "ok"
 
     # -- the calls' catalog connection: opened once (its open and close cost 1 ms a call),

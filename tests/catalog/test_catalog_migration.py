@@ -37,7 +37,8 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
         assert cat.db.execute("SELECT pid_mark, hook_pids FROM windows").fetchone() == (None, None)
         assert cat.changes(1, 1) == []
         # 4: the hooks the watcher served and those that ran on their own
-        assert cat.hook_counts(1) == {"served": 0, "standalone": 0, "fallback": None, "fallback_ns": None}
+        assert cat.hook_counts(1) == {"served": 0, "standalone": 0, "fallback": None, "fallback_ns": None,
+                                      "streak": 0, "streak_ns": None}
         # 8: git state as git state: the state a command found, the moves commands made
         assert cat.db.execute("SELECT git_pre FROM windows").fetchone() == (None,)
         assert cat.git_moves(1, 0) == []
@@ -70,9 +71,14 @@ def test_a_version_3_catalog_gets_hook_counts(tmp_path):
         cat.count_standalone_hook(1, "no watcher", 7)
         with cat.transaction():          # the count rides on the hook's own transaction
             cat.count_served_hooks(1, 2)
-        assert cat.hook_counts(1) == {"served": 2, "standalone": 1, "fallback": "no watcher", "fallback_ns": 7}
+        assert cat.hook_counts(1) == {"served": 2, "standalone": 1, "fallback": "no watcher", "fallback_ns": 7,
+                                      "streak": 1, "streak_ns": 7}
         cat.count_standalone_hook(1, None, 8)
         cat.flush_riders()               # none came: one of its own
-        assert cat.hook_counts(1) == {"served": 2, "standalone": 2, "fallback": "no watcher", "fallback_ns": 7}
+        assert cat.hook_counts(1) == {"served": 2, "standalone": 2, "fallback": "no watcher", "fallback_ns": 7,
+                                      "streak": 2, "streak_ns": 7}
+        with cat.transaction():          # a call served after the streak began ends it
+            cat.count_served_hooks(1, 1, 8)
+        assert (cat.hook_counts(1)["streak"], cat.hook_counts(1)["streak_ns"]) == (0, None)
     finally:
         cat.close()

@@ -70,3 +70,30 @@ def test_status_names_rewind_watch_when_the_watcher_was_started_without_it(tmp_p
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_streak_of_hooks_that_ran_on_their_own_is_named_with_its_reason_and_fix_until_one_is_served(tmp_path):
+    """A watcher started from a shell whose CLAUDE_CONFIG_DIR differs from the agent's: every
+    hook of the agent runs on its own (the newcomer's session: 46 of 46). status names the
+    streak, its reason and the fix; doctor warns; a served call ends it."""
+    root = make(tmp_path, "p")
+    start(root)
+    theirs = {"CLAUDE_CONFIG_DIR": str(tmp_path / "agent-config")}
+    before = (view(root)["hooks_standalone_streak"] or {}).get("calls", 0)   # the SessionStart's, perhaps
+    for _ in range(6):
+        hook(payload("UserPromptSubmit", root), root, **theirs)
+    v = view(root)
+    streak = v["hooks_standalone_streak"]
+    assert streak["calls"] == before + 6 and streak["reason"] == "env CLAUDE_CONFIG_DIR", streak
+    assert "rewind watch --stop" in streak["fix"]
+    _, text = status(root, REWIND_WATCH="1")
+    assert f"the last {before + 6} ran on their own, none served since" in text and "rewind watch --stop" in text
+    doctor = subprocess.run([*REWIND, "doctor", "--json"], cwd=root, capture_output=True, text=True, timeout=120)
+    found = [f for f in json.loads(doctor.stdout)["findings"] if "ran on their own" in f["what"]]
+    assert found and found[0]["level"] == "warn" and "rewind watch --stop" in found[0]["fix"], doctor.stdout
+    served, _ = counts(root)
+    hook(payload("UserPromptSubmit", root), root)                # the watcher's own environment
+    counts(root, served + 1)
+    assert view(root)["hooks_standalone_streak"] is None
+    _, text = status(root, REWIND_WATCH="1")
+    assert "ran on their own, none served" not in text
