@@ -29,6 +29,41 @@ def spawn_watcher(root: str, idle_minutes: float | None = None) -> None:
     spawn(args, cwd="/")
 
 
+ENV_SERVER_STAMP_S = 10.0     # a hook that started an env server less than this ago does not start another
+
+
+def env_lock_name(project_id: int, key: str) -> str:
+    """The lock a server of another environment's hooks holds (watch/envserver.py)."""
+    return f"watch-{project_id}-{key}.lock"
+
+
+def spawn_env_server(home: str, root: str, project_id: int, key: str, idle_minutes: float) -> bool:
+    """From a hook the project's watcher refused for its environment (`key`: hooks/client.py
+    env_key of it): start a server of this environment's hooks (watch/envserver.py), detached,
+    unless one runs or was started less than ENV_SERVER_STAMP_S ago (on its way). Returns
+    whether one was started."""
+    import time
+    from rewind.lock import try_lock
+    stamp = os.path.join(home, "run", f".p{project_id}-{key}.starting")
+    try:
+        if time.time_ns() - os.stat(stamp).st_mtime_ns < ENV_SERVER_STAMP_S * 1e9:
+            return False
+    except OSError:
+        pass
+    fd = try_lock(home, env_lock_name(project_id, key))
+    if fd is None:
+        return False                  # it runs (and did not answer: busy, or still starting)
+    os.close(fd)
+    try:
+        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
+        os.utime(stamp)
+    except OSError:
+        pass
+    spawn(["-m", "rewind", "watch", "--project", root, "--serve-env", "--idle-minutes", repr(idle_minutes)],
+          cwd="/")
+    return True
+
+
 # -- gc by itself ------------------------------------------------------------------------
 
 def touch_stamp(home: str) -> None:

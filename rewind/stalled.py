@@ -71,8 +71,9 @@ def _lock_path(home: str, name: str) -> str:
 
 
 def is_watcher(home: str, project_id: int, pid: int) -> bool:
-    """`pid` is rewind's watcher of this project: it holds the project's watcher lock, and
-    its command line says `rewind watch`."""
+    """`pid` is rewind's watcher of this project (or a server of another environment's hooks
+    of it): it holds the project's watcher lock (or such a server's), and its command line
+    says `rewind watch`."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             args = f.read(64 * 1024).split(b"\0")
@@ -80,7 +81,15 @@ def is_watcher(home: str, project_id: int, pid: int) -> bool:
         return False
     if "watch" not in [a.decode("utf-8", "replace") for a in args] or not any(b"rewind" in a for a in args):
         return False
-    return pid in holders(_lock_path(home, f"watch-{project_id}.lock"))
+    if pid in holders(_lock_path(home, f"watch-{project_id}.lock")):
+        return True
+    # or a server of another environment's hooks of the project (watch/envserver.py)
+    try:
+        names = os.listdir(os.path.dirname(_lock_path(home, "x")))
+    except OSError:
+        return False
+    prefix = f"watch-{project_id}-"
+    return any(pid in holders(_lock_path(home, n)) for n in names if n.startswith(prefix) and n.endswith(".lock"))
 
 
 def take_over(home: str, project_id: int, pids, why: str) -> bool:

@@ -60,11 +60,20 @@ def _setting(value: str | None) -> str:
     return "unset" if value is None else render.safe(value) or '""'
 
 
-def _print_settings_differ(differ: list[dict] | None) -> None:
+def _print_settings_differ(differ: list[dict] | None, mine: dict | None = None) -> None:
     if not differ:
         return
     apart = "; ".join(f"{d['name']}={_setting(d['watcher'])} there, {_setting(d['here'])} here" for d in differ)
-    render.out(f"settings:    the watcher runs with other settings ({apart}): hooks here run standalone")
+    then = f"a server of hooks with these runs beside it (pid {mine['pid']})" if mine else \
+        "hooks here run standalone (an agent's session started with them starts a server of its hooks)"
+    render.out(f"settings:    the watcher runs with other settings ({apart}): {then}")
+
+
+def env_server_here(view: dict) -> dict | None:
+    """The server of hooks with this process's environment (watch/envserver.py), if one runs."""
+    from rewind.envkey import env_key
+    key = env_key(os.environb).decode()
+    return next((s for s in view.get("env_servers") or [] if s["key"] == key), None)
 
 
 def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -> None:
@@ -121,7 +130,7 @@ def status_impl(project_dir: Optional[str], all_projects: bool, as_json: bool) -
                        f"{settings.retention_days:g} days ({src})")
         render.out(f"content:     {row['objects']:,} objects, {render.human_size(row['bytes'])} for this project")
         print_watcher(watch)
-        _print_settings_differ(watch["settings_differ"])
+        _print_settings_differ(watch["settings_differ"], env_server_here(watch))
         _print_store(store, last)
     finally:
         catalog.close()

@@ -36,6 +36,9 @@ def watcher_view(project) -> dict:
     out["pending"] = [cp.number for cp in project.catalog.pending(project.id)]
     hooks = project.catalog.hook_counts(project.id)
     out["hooks_served"], out["hooks_standalone"] = hooks["served"], hooks["standalone"]
+    from rewind.watch.envserver import servers
+    # servers of other environments' hooks (envserver.py): their environment's key and pid
+    out["env_servers"] = servers(project.home, project.id)
     out["last_hook_fallback"] = ({"reason": hooks["fallback"], "at": _iso(hooks["fallback_ns"])}
                                  if hooks["fallback"] else None)
     # the hooks that ran on their own in a row, none served since the first: why, and the fix
@@ -100,6 +103,10 @@ def print_watcher(view: dict) -> None:
         if last and view["hooks_standalone"]:
             hooks += f" (last {render.age(last['at'])}: {last['reason']})"
         render.out(f"hooks:       {hooks}")
+        if view.get("env_servers"):
+            n = len(view["env_servers"])
+            render.out(f"             {n} server{'s' if n != 1 else ''} of hooks from another environment than "
+                       f"the watcher's (pid {', '.join(str(s['pid']) for s in view['env_servers'])})")
         streak = view.get("hooks_standalone_streak")
         if streak and streak["fix"]:
             render.out(f"             the last {streak['calls']:,} ran on their own, none served since "
@@ -107,10 +114,10 @@ def print_watcher(view: dict) -> None:
 
 
 def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bool, background: bool,
-               idle_minutes: Optional[float]) -> int:
+               idle_minutes: Optional[float], serve_env: bool = False) -> int:
     from rewind import config
     from rewind.watch import control, process
-    project = project_for(project_dir, create=not (stop or status))
+    project = project_for(project_dir, create=not (stop or status or serve_env))
     try:
         if status:
             view = watcher_view(project)
@@ -121,14 +128,22 @@ def watch_impl(project_dir: Optional[str], stop: bool, status: bool, as_json: bo
                 print_watcher(view)
             return 0
         if stop:
+            from rewind.watch.envserver import stop_all
             was = control.stop(project.home, project.catalog, project.id, wait_s=5.0)
-            render.out(f"stopped the watcher of {project.root}" if was
+            others = stop_all(project.home, project.id)
+            also = f" and {others} server{'s' if others != 1 else ''} of other environments' hooks" if others else ""
+            render.out(f"stopped the watcher of {project.root}{also}" if was
+                       else f"stopped {also[5:]} of {project.root}" if others
                        else f"no watcher runs for {project.root}")
             return 0
         root, pid = project.root, project.id
     finally:
         project.close()
     idle_s = idle_minutes * 60 if idle_minutes is not None else None
+    if serve_env:                       # a hook refused for its environment started it (envserver.py)
+        from rewind.watch.envserver import serve
+        serve(root, pid, idle_s if idle_s is not None else 30 * 60.0)
+        return 0
     if background and idle_s is None:
         settings = config.load_quietly(root)
         idle_s = (settings.watch_idle_minutes if settings else 30.0) * 60
@@ -155,10 +170,11 @@ def register(app: typer.Typer) -> None:
                   status: bool = typer.Option(False, "--status", help="Whether it runs, and the scans it saved."),
                   as_json: bool = typer.Option(False, "--json", help="With --status: JSON on stdout."),
                   background: bool = typer.Option(False, "--background", hidden=True),
+                  serve_env: bool = typer.Option(False, "--serve-env", hidden=True),
                   idle_minutes: Optional[float] = typer.Option(None, "--idle-minutes", min=0.001,
                                                                help="Exit after this long without a hook.")):
         """Watch the project's files: exact attribution, and hooks that only look at what changed."""
         if stop and status:
             from rewind.errors import UsageError
             raise UsageError("--stop and --status go alone")
-        raise typer.Exit(watch_impl(project, stop, status, as_json, background, idle_minutes))
+        raise typer.Exit(watch_impl(project, stop, status, as_json, background, idle_minutes, serve_env))

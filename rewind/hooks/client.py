@@ -44,7 +44,7 @@ MAX_PAYLOAD = 64 * 1024 * 1024  # entry.MAX_PAYLOAD: a larger payload goes to en
 RUN_DIR = "run"                 # in the data dir, 0700: a socket per watched project, and its root
 SUN_PATH_MAX = 107              # sockaddr_un's path, less its NUL
 # What the adapters and rewind read from the environment, forwarded to the watcher: it
-# refuses a call whose behaviour-changing entries differ from its own (serve.SAME_ENV).
+# refuses a call whose behaviour-changing entries differ from its own (envkey.SAME_ENV).
 FORWARDED = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME",
              "HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
 _FORWARDED_B = frozenset(k.encode() for k in FORWARDED)
@@ -212,25 +212,35 @@ def data_dir_b(env) -> bytes | None:
     return base.rstrip(b"/") + b"/rewind"
 
 
-def find(home: bytes, where: bytes):
+def find(home: bytes, where: bytes, env=None):
     """(run dir, socket name) of the watcher whose project holds `where`; None when none
     does, False when no watcher runs at all: a listing of the run dir and a readlink per
-    watched project."""
+    watched project. A socket of another environment's server (`p<id>-<key>`) is one only
+    for a hook whose `env` has that key (looked up only when there is one), and for it
+    the project's own watcher's (`p<id>`) comes second."""
     run = home + b"/" + RUN_DIR.encode()
     try:
         names = posix.listdir(run)
     except OSError:
         return False
-    best, best_len, roots = None, -1, False
+    best, best_len, roots, key = None, -1, False, None
     for name in names:
         if not name.endswith(b".root"):
             continue
         roots = True
+        stem, _, theirs = name[:-5].partition(b"-")
+        if theirs:
+            if key is None:          # (only where such a server runs: a module more to import)
+                from rewind.envkey import env_key
+                key = env_key(env if env is not None else posix.environ)
+            if theirs != key:
+                continue
         try:
             root = posix.readlink(run + b"/" + name)
         except OSError:
             continue
-        if (where == root or where.startswith(root.rstrip(b"/") + b"/")) and len(root) > best_len:
+        if (where == root or where.startswith(root.rstrip(b"/") + b"/")) and \
+                (len(root) > best_len or (len(root) == best_len and theirs)):
             best, best_len = name[:-5] + b".sock", len(root)
     return (run, best) if best else None if roots else False
 
@@ -347,7 +357,7 @@ def _stopped_and_killed(s, home: bytes, name: bytes) -> bool:
     try:
         cred = s.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
         pid = int.from_bytes(cred[:4], sys.byteorder)
-        project_id = int(name[1:-5])                     # p<id>.sock
+        project_id = int(name[1:-5].partition(b"-")[0])  # p<id>.sock, p<id>-<key>.sock
     except (OSError, ValueError):
         return False
     from rewind import stalled

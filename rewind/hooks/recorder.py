@@ -77,7 +77,7 @@ def handle(ev: Event, pid: int | None = None, served_root: str | None = None, fa
         if not known or (ev.kind == "session_start" and ev.source
                          and catalog.session_lacks_source(ev.agent, ev.session_id)):
             _register(project, ev)      # (a SessionStart may come after its prompt: its source)
-        note = _dispatch(project, ev, pid or os.getpid(), served_root is not None)
+        note = _dispatch(project, ev, pid or os.getpid(), served_root is not None, fallback)
         catalog.flush_riders()
         return note
     finally:
@@ -92,21 +92,29 @@ def _register(project: Project, ev: Event) -> None:
         project.catalog.register_session(project.id, ev.agent, ev.session_id, ev.cwd, ev.source, clock.wall_ns())
 
 
-def _ensure_watcher(project: Project, settings) -> str:
-    """Start the project's watcher in the background unless one runs or it is turned off."""
+def _ensure_watcher(project: Project, settings, fallback: str | None = None) -> str:
+    """Start the project's watcher in the background unless one runs or it is turned off.
+    One runs but refused this call for its environment (`fallback` "env NAME"): a server of
+    this environment's hooks is started beside it (watch/envserver.py), so that the next
+    hooks of this agent are served too, and the other sessions' stay as they are."""
     if settings is None or not settings.watch:
         return "watcher off"
-    from rewind.background import spawn_watcher
+    from rewind.background import spawn_env_server, spawn_watcher
     from rewind.capture.dirty import running
     if running(project.home, project.catalog, project.id) is not None:
+        if fallback and fallback.startswith("env "):
+            from rewind.envkey import env_key
+            if spawn_env_server(project.home, project.root, project.id, env_key(os.environb).decode(),
+                                settings.watch_idle_minutes):
+                return f"watcher running; a server of this environment's hooks started ({fallback})"
         return "watcher running"
     spawn_watcher(project.root, settings.watch_idle_minutes)
     return "watcher started"
 
 
-def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> str:
+def _dispatch(project: Project, ev: Event, pid: int, served: bool = False, fallback: str | None = None) -> str:
     if ev.kind == "session_start":
-        return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root))
+        return "session registered; " + _ensure_watcher(project, config.load_quietly(project.root), fallback)
     from rewind.hooks import tools      # (a SessionStart needs none of it)
     if ev.kind == "session_end":
         tools.close_windows(project, ev, "all")      # its background commands' too
@@ -119,7 +127,7 @@ def _dispatch(project: Project, ev: Event, pid: int, served: bool = False) -> st
     if ev.kind == "prompt":
         from rewind.hooks import prompt
         settings = config.load_quietly(project.root)
-        started = _ensure_watcher(project, settings)   # a watcher that died comes back (this scan is a full one)
+        started = _ensure_watcher(project, settings, fallback)   # a watcher that died comes back (a full scan)
         return prompt.record(project, ev, settings, watcher_on=started != "watcher off")
     if ev.kind == "stop":
         tools.close_windows(project, ev, ev.stop_scope)

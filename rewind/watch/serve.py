@@ -27,14 +27,9 @@ import time
 
 from rewind import clock
 from rewind.fsutil import ensure_private_dir
+from rewind.envkey import PER_CALL_ENV, SAME_ENV
 from rewind.hooks.client import MAGIC, MAX_PAYLOAD, OFFER_TIMEOUT_S, RUN_DIR, SUN_PATH_MAX
 
-# Entries whose difference changes what a hook does or where it writes: such a call is not
-# served. (CLAUDE_PROJECT_DIR, GEMINI_PROJECT_DIR and REWIND_HOOK_TRACE are the call's own.)
-SAME_ENV = ("REWIND_HOME", "REWIND_WATCH", "REWIND_CONFIG_HOME", "REWIND_NOW", "REWIND_TESTING",
-            "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "HOME",
-            "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
-PER_CALL_ENV = frozenset({"CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "REWIND_HOOK_TRACE"})
 READ_TIMEOUT_S = 5.0                 # a request must arrive whole within this
 CONFIRM_TIMEOUT_S = OFFER_TIMEOUT_S + 2.0   # the client's `!` (it sends it within OFFER_TIMEOUT_S or never)
 MAX_CONNECTIONS = 32
@@ -54,16 +49,19 @@ class BadRequest(Exception):
     pass
 
 
-def socket_name(project_id: int) -> str:
-    return f"p{project_id}.sock"
+def socket_name(project_id: int, key: str | None = None) -> str:
+    """The project's watcher's socket, or (`key`: hooks/client.py env_key) that of the
+    server of another environment's hooks (envserver.py)."""
+    return f"p{project_id}-{key}.sock" if key else f"p{project_id}.sock"
 
 
 class HookServer:
     """The watcher's socket and the threads behind it. `stopping()` says the watcher is on
     its way out (no more calls are taken)."""
 
-    def __init__(self, home: str, root: str, project_id: int, stopping):
+    def __init__(self, home: str, root: str, project_id: int, stopping, key: str | None = None):
         self.home, self.root, self.project_id, self.stopping = home, root, project_id, stopping
+        self.key = key                          # another environment's server: its env_key
         self.run_dir = os.path.join(home, RUN_DIR)
         self.serve_lock = threading.Lock()      # one call at a time
         self.count_lock = threading.Lock()
@@ -81,7 +79,7 @@ class HookServer:
     def start(self) -> None:
         ensure_private_dir(self.run_dir)
         os.chmod(self.run_dir, 0o700)
-        name = socket_name(self.project_id)
+        name = socket_name(self.project_id, self.key)
         tmp = f".p{self.project_id}.{os.getpid()}.tmp"
         dfd = os.open(self.run_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -110,7 +108,7 @@ class HookServer:
     def close(self, wait_s: float = 5.0) -> None:
         """No more calls; the one being served finishes (within `wait_s`); the socket goes."""
         self.closing = True
-        name = socket_name(self.project_id)
+        name = socket_name(self.project_id, self.key)
         path = os.path.join(self.run_dir, name)
         try:
             if os.lstat(path).st_ino == self.ino:    # still ours, not a newer watcher's

@@ -140,11 +140,20 @@ def make(tmp_path: Path, name: str) -> Path:
 def test_served_hooks_record_what_standalone_hooks_record(tmp_path):
     served, alone = make(tmp_path, "a"), make(tmp_path, "b")
     start(served)
-    start(alone)
+    row = start(alone)
     script(served)
     # the same watcher runs for the other project, but a REWIND_* knob of its own makes
-    # every hook decline to be served ("fallback env"): they run on their own
+    # every hook decline to be served ("fallback env"): they run on their own (the server of
+    # their environment's hooks they would start, watch/envserver.py, cannot: its lock is taken)
+    from rewind.background import env_lock_name
+    from rewind.envkey import env_key
+    from rewind.lock import try_lock
+    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(alone), "REWIND_WATCH": "1", "REWIND_SERVED_TEST": "standalone"}
+    held = try_lock(os.environ["REWIND_HOME"], env_lock_name(row["project_id"],
+                    env_key({os.fsencode(k): os.fsencode(v) for k, v in env.items()}).decode()))
+    assert held is not None
     script(alone, REWIND_SERVED_TEST="standalone")
+    os.close(held)
     a, b = results(served), results(alone)
     assert a == b
     assert [cp["kind"] for cp in a["list"]] == ["prompt"] * 3

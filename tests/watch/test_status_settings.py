@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_status_names_a_rewind_setting_the_watcher_runs_without(tmp_path):
     other = {"REWIND_WATCH": "1", "REWIND_SETTLE_TIMEOUT": "7"}
     st, text = status(root, **other)
     assert st["watcher"]["settings_differ"] == [{"name": "REWIND_SETTLE_TIMEOUT", "watcher": None, "here": "7"}]
-    assert f"{LINE} (REWIND_SETTLE_TIMEOUT=unset there, 7 here): hooks here run standalone" in text
+    assert f"{LINE} (REWIND_SETTLE_TIMEOUT=unset there, 7 here): hooks here run standalone" in text, text
     # and so they do
     _, alone = counts(root)
     hook(payload("UserPromptSubmit", root), root, **other)
@@ -77,8 +78,17 @@ def test_a_streak_of_hooks_that_ran_on_their_own_is_named_with_its_reason_and_fi
     hook of the agent runs on its own (the newcomer's session: 46 of 46). status names the
     streak, its reason and the fix; doctor warns; a served call ends it."""
     root = make(tmp_path, "p")
-    start(root)
+    row = start(root)
     theirs = {"CLAUDE_CONFIG_DIR": str(tmp_path / "agent-config")}
+    # the server of the agent's environment that its hooks start (the test below) cannot
+    # start here: its lock is taken
+    from rewind.background import env_lock_name
+    from rewind.envkey import env_key
+    from rewind.lock import try_lock
+    agent_env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "REWIND_WATCH": "1", **theirs}
+    key = env_key({os.fsencode(k): os.fsencode(v) for k, v in agent_env.items()}).decode()
+    held = try_lock(os.environ["REWIND_HOME"], env_lock_name(row["project_id"], key))
+    assert held is not None
     before = (view(root)["hooks_standalone_streak"] or {}).get("calls", 0)   # the SessionStart's, perhaps
     for _ in range(6):
         hook(payload("UserPromptSubmit", root), root, **theirs)
@@ -97,3 +107,39 @@ def test_a_streak_of_hooks_that_ran_on_their_own_is_named_with_its_reason_and_fi
     assert view(root)["hooks_standalone_streak"] is None
     _, text = status(root, REWIND_WATCH="1")
     assert "ran on their own, none served" not in text
+    os.close(held)
+
+
+def test_an_agent_started_with_another_environment_gets_a_server_of_its_own_hooks_beside_the_watcher(tmp_path):
+    """One watcher per environment that matters (the newcomer's session: a watcher started
+    from a shell whose CLAUDE_CONFIG_DIR differs from the agent's, 46 of 46 hooks standalone):
+    the agent's SessionStart, refused for its environment, starts a server of its hooks
+    beside the watcher; from then on its hooks are served, and the other session's still are
+    by the watcher."""
+    root = make(tmp_path, "p")
+    start(root)                                     # the watcher, with this process's environment
+    theirs = {"CLAUDE_CONFIG_DIR": str(tmp_path / "agent-config")}
+    hook(payload("SessionStart", root, session="agent-2"), root, **theirs)
+    deadline = time.monotonic() + 30
+    while not view(root)["env_servers"]:
+        assert time.monotonic() < deadline, view(root)
+        time.sleep(0.1)
+    server = view(root)["env_servers"][0]
+    assert server["pid"] != view(root)["pid"]
+    _, text = status(root, REWIND_WATCH="1", **theirs)
+    assert f"a server of hooks with these runs beside it (pid {server['pid']})" in text, text
+    served, alone = counts(root)
+    for _ in range(3):                              # the agent's prompts: served by its server
+        hook(payload("UserPromptSubmit", root, session="agent-2"), root, **theirs)
+    hook(payload("UserPromptSubmit", root), root)   # the other session's: by the watcher
+    served2, alone2 = counts(root, served + 4)
+    assert (served2, alone2) == (served + 4, alone), (served, alone, served2, alone2)
+    assert len(json.loads(subprocess.run([*REWIND, "list", "--json"], cwd=root, capture_output=True,
+                                         text=True, timeout=60).stdout)) >= 4
+    assert view(root)["hooks_standalone_streak"] is None
+    out = subprocess.run([*REWIND, "watch", "--stop"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert "and 1 server of other environments' hooks" in out.stdout, out.stdout
+    deadline = time.monotonic() + 30
+    while view(root)["env_servers"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)

@@ -227,3 +227,23 @@ def test_a_served_call_ends_without_the_interpreters_finalization_and_a_standalo
     cps = json.loads(subprocess.run([sys.executable, "-m", "rewind", "list", "--json"], cwd=root,
                                     capture_output=True, text=True, check=True).stdout)
     assert [cp["kind"] for cp in cps] == ["prompt"]
+
+
+def test_the_environment_key_tells_apart_what_the_watcher_compares_and_nothing_else():
+    """Two environments get the same env_key exactly when serve.env_differences finds no
+    difference between them: a server of other environments' hooks (watch/envserver.py) is
+    found by the key the client computes from its own."""
+    from rewind.envkey import env_key
+    from rewind.watch.serve import env_differences
+    base = {"HOME": "/h", "PATH": "/bin", "REWIND_HOME": "/d", "CLAUDE_CONFIG_DIR": "/c", "TERM": "x"}
+    variants = [base, {**base, "PATH": "/usr/bin", "TERM": "y"}, {**base, "CLAUDE_PROJECT_DIR": "/p"},
+                {**base, "REWIND_HOOK_TRACE": "1"}, {**base, "CLAUDE_CONFIG_DIR": "/other"},
+                {**base, "REWIND_SETTLE_TIMEOUT": "7"}, {k: v for k, v in base.items() if k != "HOME"},
+                {**base, "XDG_CONFIG_HOME": "/x"}, {**base, "REWIND_HOME": "/d2"}]
+
+    def key(env):
+        return env_key({os.fsencode(k): os.fsencode(v) for k, v in env.items()})
+    for a in variants:
+        for b in variants:
+            assert (key(a) == key(b)) == (not env_differences(a, b)), (a, b)
+    assert len(key(base)) == 16 and key(base) == key(dict(reversed(list(base.items()))))
