@@ -139,6 +139,10 @@ class SessionsMixin:
         self.db.execute("UPDATE windows SET task=?, bg_ns=?, bg_pids=?, bg_sig=? WHERE id=?",
                         (task, bg_ns, bg_pids, bg_sig, window_id))
 
+    def forget_git_pre(self, window_id: int) -> None:
+        """Inside a transaction: the window's close names no git move (hooks/tools.py)."""
+        self.db.execute("UPDATE windows SET git_pre=NULL WHERE id=?", (window_id,))
+
     def background_windows(self, project_id: int, session_id: str | None = None) -> list[BackgroundWindow]:
         """The open windows of commands gone on in the background (one session's, or all)."""
         return list(map(BackgroundWindow._make, self.db.execute(

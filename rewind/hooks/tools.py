@@ -186,9 +186,13 @@ def shell(project: Project, ev: Event, pid: int, served: bool = False) -> str:
             hooks = {int(p) for p in (row.hook_pids or "").split(",") if p.isdigit()}
             background = background_roots(row.agent_pid, row.pid_mark, hooks | set(hook_chain(pid)[1]),
                                           ev.command)
+            now = clock.wall_ns()
             with catalog.transaction():
-                catalog.to_background(w.id, clock.wall_ns(), ev.background, background,
-                                      tree_signature(background))
+                catalog.to_background(w.id, now, ev.background, background, tree_signature(background))
+                # a move of HEAD or branch it made until now is its own; one found when its task
+                # ends may be any other command's meanwhile (a `git commit`): not named for it
+                note_git_moves(project, catalog.shell_git([w.id]), now)
+                catalog.forget_git_pre(w.id)
             put_marker(project, f"bg-{w.id}")
     if background is None:
         with project.catalog.transaction():

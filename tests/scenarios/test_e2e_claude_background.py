@@ -4,15 +4,15 @@ background tasks about 5 s after each prompt and sends no notice). Watcher on an
 quiet and on a busy machine.
 
 The session (tests/agents/claude/scenario_background.json): prompt 1 starts a build in the
-background (`sleep 1; echo one > stage1.out; sleep 5; echo two > stage2.out`); prompt 2 has
-the Edit tool fix app.txt while the build runs; the person saves person.txt a second after
-the build's first stage, while the build sleeps; the build ends and Claude Code sends its
-task notification as a prompt of its own (payloads/background/).
+background (`sleep 1; echo one > stage1.out; sleep 6; echo two > stage2.out`); once its first
+stage is out, prompt 2 has the Edit tool fix app.txt and a command commit it, while the build
+runs; the person saves person.txt after the commit, while the build sleeps; the build ends
+and Claude Code sends its task notification as a prompt of its own (payloads/background/).
 
 Then: both stages are `bash` with the build's command (they came long after its PostToolUse);
 the person's file is not the build's (with the watcher: `external`, flagged `ambiguous` and
-naming the build that ran meanwhile; without it a change while the build ran is the
-command's, flagged `ambiguous`); the notice is a `prompt` checkpoint with prompt_source
+naming the build that ran meanwhile; without it, the command's when its processes did
+anything between the two scans around it, flagged `ambiguous` either way); the notice is a `prompt` checkpoint with prompt_source
 `task-notification` whose message says what ended, folded under prompt 1 in `list` and the
 picker's order; and the plan of `to 1` does not call the build's files someone else's.
 """
@@ -33,16 +33,32 @@ from helpers import REWIND, agent_cli, harness, no_cli, run_rewind, spinning
 
 HARNESS = harness("claude")
 CLAUDE = agent_cli("claude")
-BUILD = "sleep 1; echo one > stage1.out; sleep 5; echo two > stage2.out"
+BUILD = "sleep 1; echo one > stage1.out; sleep 6; echo two > stage2.out"
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not CLAUDE, reason=no_cli("claude"))]
 
 
 def _person(proj, stop: threading.Event) -> None:
-    """A second after the build's first stage (while it sleeps), the person saves a file."""
-    while not stop.is_set() and not (proj / "stage1.out").exists():
-        time.sleep(0.02)
-    if not stop.wait(1.0):
+    """After the build's first stage (while it sleeps) and once no command of the agent's
+    runs in the foreground (prompt 2's commit: a change in its window would rightly be the
+    commit's), the person saves a file."""
+    import sqlite3
+    catalog = os.path.join(os.environ["REWIND_HOME"], "catalog.sqlite")
+
+    def foreground_done() -> bool:
+        try:
+            db = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True, timeout=5)
+            try:
+                rows = db.execute("SELECT command, closed_ns, bg_ns FROM windows WHERE kind='bash'").fetchall()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return False
+        return any("commit" in (c or "") and closed for c, closed, _ in rows) and \
+            all(closed or bg for _, closed, bg in rows)
+    while not stop.is_set() and not ((proj / "stage1.out").exists() and foreground_done()):
+        time.sleep(0.05)
+    if not stop.wait(0.3):
         (proj / "person.txt").write_text("saved by the person while the build ran\n")
 
 
@@ -85,9 +101,15 @@ def test_a_background_command_owns_what_it_writes_until_its_task_ends(tmp_path, 
     for stage in ("stage1.out", "stage2.out"):
         assert changes[stage]["source"] == "bash" and changes[stage]["command"] == BUILD, changes[stage]
     assert changes["app.txt"]["source"] == "tool" and changes["app.txt"]["tool"] == "Edit"
+    # the commit prompt 2 made while the build ran is the commit command's, not the build's
+    git = json.loads(run_rewind("show", "2", "--json", cwd=proj, check=0).stdout)["git"]
+    assert git and git["source"] == "bash" and git["command"].startswith("git add app.txt"), git
+    assert json.loads(run_rewind("show", "1", "--json", cwd=proj, check=0).stdout)["git"] is None
     mine = changes["person.txt"]
     assert "ambiguous" in mine["flags"] and mine["command"] == BUILD, mine
-    assert mine["source"] == ("external" if watch == "1" else "bash"), mine
+    # without the watcher, placed by scans only: the build's if its processes did anything
+    # between the two scans around the edit, else as it would be (both flagged, naming it)
+    assert mine["source"] in (("external",) if watch == "1" else ("bash", "external")), mine
 
     # the human list: the notice folded under the prompt that started the task
     listing = run_rewind("list", cwd=proj, check=0).stdout
