@@ -24,6 +24,9 @@ def change_line(c: ChangeRow) -> tuple[str, str, str, str]:
         who = f"tool: {render.safe(c.tool)}"
     elif c.source == "bash" and c.command:
         who = f"bash: {render.short(c.command, 50)}"
+    elif c.source in ("external", "unknown") and c.command:
+        # a command ran in the background then, and could have made it (attribution.py)
+        who = f"{c.source}, while {render.short(c.command, 40)} ran"
     elif c.source == "rewind" and c.restored:
         who = f"rewind: {restored_text(c.restored)}"
     # a path that dropped out of recording is still on disk: not a D

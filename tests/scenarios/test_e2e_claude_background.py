@@ -111,6 +111,10 @@ def test_a_background_command_owns_what_it_writes_until_its_task_ends(tmp_path, 
     # between the two scans around the edit, else as it would be (both flagged, naming it)
     assert mine["source"] in (("external",) if watch == "1" else ("bash", "external")), mine
 
+    if watch == "1":                # `show` says which command ran meanwhile
+        text = "".join(run_rewind("show", str(n), cwd=proj, check=0).stdout for n in (1, 2))
+        line = next(line for line in text.splitlines() if "person.txt" in line)
+        assert "external, while sleep 1; echo one" in line and "ambiguous" in line, line
     # the human list: the notice folded under the prompt that started the task
     listing = run_rewind("list", cwd=proj, check=0).stdout
     rows = [line for line in listing.splitlines() if line.strip()]
