@@ -50,6 +50,7 @@ class Restored:
     plan: RestorePlan
 
 
+BY_WIDTH = 24          # the changes table's author column; the diff pane names it whole
 GIT_KEY = "\0git"      # the changes table's row for a git move (no path of the tree has a NUL)
 
 
@@ -60,15 +61,19 @@ def git_by(move) -> str:
     return move.source
 
 
-def by(row) -> str:
-    """Who made a change, once: `bash: ls -la`, `tool: Edit`, `external`, then its flags."""
+def by(row, width: int | None = None) -> str:
+    """Who made a change, once: `bash: ls -la`, `tool: Edit`, `external`, then its flags; in
+    `width` characters, the flags kept whole (`ambiguous` matters more than the command's tail)."""
     if row.source == "bash" and row.command:
         who = f"bash: {render.short(row.command, 30)}"
     elif row.source == "tool" and row.tool:
         who = f"tool: {render.safe(row.tool)}"
     else:
         who = row.source
-    return who + (" " + " ".join(row.flags) if row.flags else "")
+    flags = " " + " ".join(row.flags) if row.flags else ""
+    if width is not None:
+        who = render.short(who, max(8, width - len(flags)))
+    return who + flags
 
 
 def conversation_refusal(cp) -> str | None:
@@ -131,6 +136,7 @@ def run_picker(project):
     """The app for `project` (a Textual App: `.run()` it, or drive it with its test pilot).
     Its return value says what was restored (a line per part), or None; `failure` holds an
     error met on the way, for `pick` to raise once the terminal is back."""
+    from rich.console import Group
     from rich.syntax import Syntax
     from rich.text import Text
     from textual.app import App, ComposeResult
@@ -194,7 +200,7 @@ def run_picker(project):
             self.fill_checkpoints()
             self.set_interval(1.0, self.refresh_ages)     # "2m ago" goes on counting
             changes = self.query_one("#changes", DataTable)
-            changes.add_columns("", "path", "by")
+            changes.add_columns("", "by", "path")   # who first: a long path must not push it off
             self.sub_title = project.root
             if self.cps:
                 self.show(self.cps[0])
@@ -315,10 +321,10 @@ def run_picker(project):
             table.clear()
             for r in self.rows:
                 table.add_row({"added": "A", "modified": "M", "deleted": "D"}[r.status],
-                              Text(render.display_path(r.path)), Text(by(r)), key=r.path)
+                              Text(by(r, BY_WIDTH)), Text(render.display_path(r.path)), key=r.path)
             move = getattr(self.rows, "git", None)
             if move is not None:         # git state: a row of its own, after the tree's changes
-                table.add_row("G", Text(f"git: {move.text()}"), Text(git_by(move)), key=GIT_KEY)
+                table.add_row("G", Text(render.short(git_by(move), BY_WIDTH)), Text(f"git: {move.text()}"), key=GIT_KEY)
             self.show_diff(self.rows[0].path if self.rows else GIT_KEY if move is not None else None)
 
         def show_diff(self, path) -> None:
@@ -336,7 +342,9 @@ def run_picker(project):
                 text, _, _ = unified(project, path, old, new, on_disk)
             except Exception as e:     # a file that vanished meanwhile: say so, keep going
                 text = f"diff {render.display_path(path)}\n({e})\n"
-            pane.update(Syntax(text, "diff", theme="ansi_dark", word_wrap=False))
+            row = next((r for r in self.rows if r.path == path), None)
+            head = Text(f"by {by(row)}", style="bold") if row is not None else Text("")
+            pane.update(Group(head, Syntax(text, "diff", theme="ansi_dark", word_wrap=False)))
 
         def on_data_table_row_highlighted(self, event) -> None:
             if event.data_table.id == "checkpoints":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,7 @@ def test_prompts_badges_and_authors_show_literally_at_80x24(tmp_path):
         seen["first"] = screen_text(app)
         await select(pilot, app, "Make [red]")                  # the first prompt: a bash marker
         seen["screen"] = screen_text(app)
-        seen["by"] = [str(app.query_one("#changes").get_row_at(i)[2]) for i in range(len(app.rows))]
+        seen["by"] = [str(app.query_one("#changes").get_row_at(i)[1]) for i in range(len(app.rows))]
     app, seen = drive(rec, (80, 24), script)
     screen = seen["screen"]
     assert "Make [red]x[/red] bold [b] please" in screen       # user text never parsed as markup
@@ -117,6 +118,37 @@ def test_prompts_badges_and_authors_show_literally_at_80x24(tmp_path):
     assert any(b.startswith("bash: ") and "Bash" not in b for b in seen["by"]), seen["by"]
     assert any(b == "tool: Write" for b in seen["by"]), seen["by"]
     assert not any(b.startswith("bash: Bash") or b.startswith("tool: Write:") for b in seen["by"])
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+def test_a_long_path_leaves_the_author_readable_and_the_diff_names_it_whole(tmp_path, size):
+    """The newcomer's trial: a long path filled the half-width changes table and squeezed its
+    author column to one letter. Who comes first, cut to its width with the flags kept; the
+    diff pane names the author whole."""
+    rec = Recorded(tmp_path)
+    deep = "src/package_with_a_long_name/subpackage_too/module_whose_name_is_long_as_well.py"
+    write(rec.root, deep, "x = 1\n")              # after the last checkpoint: the newest's changes
+
+    async def script(pilot, app, seen):
+        seen["screen"] = screen_text(app)
+        table = app.query_one("#changes")
+        seen["cells"] = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+    app, seen = drive(rec, size, script)
+    row = next(cells for cells in seen["cells"] if cells[2] == deep)
+    assert row[:2] == ["A", "external"], seen["cells"]
+    assert re.search(r" A  external +src/package_w", seen["screen"]), seen["screen"]   # who, then the path
+    assert "▏ by external" in seen["screen"], seen["screen"]     # the diff pane's head: who, whole
+    assert all(len(cells[1]) <= 24 for cells in seen["cells"]), seen["cells"]
+
+
+def test_an_author_is_cut_to_the_column_with_its_flags_kept():
+    from types import SimpleNamespace
+    from rewind.cli.picker import by
+    row = SimpleNamespace(source="bash", command="sed -i 's/alpha/beta/' a.txt && python tools/gen.py",
+                          tool=None, flags=["ambiguous"])
+    assert by(row).startswith("bash: sed -i 's/alpha/beta/' a.txt") and by(row).endswith("… ambiguous")
+    cut = by(row, 24)
+    assert len(cut) <= 24 and cut.endswith("… ambiguous") and cut.startswith("bash: se"), cut
 
 
 def test_a_wide_screen_shows_a_100_character_prompt_whole_and_a_resize_refits_it(tmp_path):
