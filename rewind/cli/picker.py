@@ -68,6 +68,8 @@ def by(row, width: int | None = None) -> str:
         who = f"bash: {render.short(row.command, 30)}"
     elif row.source == "tool" and row.tool:
         who = f"tool: {render.safe(row.tool)}"
+    elif row.source in ("external", "unknown") and row.command:   # as `show` says it
+        who = f"{row.source}, while {render.short(row.command, 30)} ran"
     else:
         who = row.source
     flags = " " + " ".join(row.flags) if row.flags else ""

@@ -149,6 +149,8 @@ def test_an_author_is_cut_to_the_column_with_its_flags_kept():
     assert by(row).startswith("bash: sed -i 's/alpha/beta/' a.txt") and by(row).endswith("… ambiguous")
     cut = by(row, 24)
     assert len(cut) <= 24 and cut.endswith("… ambiguous") and cut.startswith("bash: se"), cut
+    meanwhile = SimpleNamespace(source="external", command="npm run dev", tool=None, flags=["ambiguous"])
+    assert by(meanwhile) == "external, while npm run dev ran ambiguous"     # as `show` names it
 
 
 def test_a_wide_screen_shows_a_100_character_prompt_whole_and_a_resize_refits_it(tmp_path):
