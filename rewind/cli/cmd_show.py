@@ -18,17 +18,23 @@ from rewind.model import ChangeRow
 STATUS_MARK = {"added": "A", "modified": "M", "deleted": "D"}
 
 
-def change_line(c: ChangeRow) -> tuple[str, str, str, str]:
-    who = c.source
+def author(c: ChangeRow, command_width: int = 50) -> str:
+    """Who made a change, as `show` and the picker say it: `tool: Edit`, `bash: sed -i …`,
+    `external, while npm run dev ran`, `rewind: …` (commands cut to `command_width`)."""
     if c.source == "tool" and c.tool:
-        who = f"tool: {render.safe(c.tool)}"
-    elif c.source == "bash" and c.command:
-        who = f"bash: {render.short(c.command, 50)}"
-    elif c.source in ("external", "unknown") and c.command:
+        return f"tool: {render.safe(c.tool)}"
+    if c.source == "bash" and c.command:
+        return f"bash: {render.short(c.command, command_width)}"
+    if c.source in ("external", "unknown") and c.command:
         # a command ran in the background then, and could have made it (attribution.py)
-        who = f"{c.source}, while {render.short(c.command, 40)} ran"
-    elif c.source == "rewind" and c.restored:
-        who = f"rewind: {restored_text(c.restored)}"
+        return f"{c.source}, while {render.short(c.command, command_width - 10)} ran"
+    if c.source == "rewind" and c.restored:
+        return f"rewind: {restored_text(c.restored)}"
+    return c.source
+
+
+def change_line(c: ChangeRow) -> tuple[str, str, str, str]:
+    who = author(c)
     # a path that dropped out of recording is still on disk: not a D
     mark = "U" if "unrecorded" in c.flags else STATUS_MARK[c.status]
     return mark, render.display_path(c.path), who, " ".join(c.flags)

@@ -64,14 +64,8 @@ def git_by(move) -> str:
 def by(row, width: int | None = None) -> str:
     """Who made a change, once: `bash: ls -la`, `tool: Edit`, `external`, then its flags; in
     `width` characters, the flags kept whole (`ambiguous` matters more than the command's tail)."""
-    if row.source == "bash" and row.command:
-        who = f"bash: {render.short(row.command, 30)}"
-    elif row.source == "tool" and row.tool:
-        who = f"tool: {render.safe(row.tool)}"
-    elif row.source in ("external", "unknown") and row.command:   # as `show` says it
-        who = f"{row.source}, while {render.short(row.command, 30)} ran"
-    else:
-        who = row.source
+    from rewind.cli.cmd_show import author
+    who = author(row, 30)
     flags = " " + " ".join(row.flags) if row.flags else ""
     if width is not None:
         who = render.short(who, max(8, width - len(flags)))
