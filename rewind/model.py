@@ -30,6 +30,7 @@ class Checkpoint:
     git_branch: str | None = None
     restore_target: int | None = None
     folds_under: int | None = None      # a task notification's: the prompt that started the task
+    reverts: list | None = None         # a revert's safety checkpoint: the checkpoints it took back
     stats: dict = field(default_factory=dict)
 
 

@@ -10,12 +10,13 @@ from rewind.model import ChangeRow, Checkpoint, CheckpointAge, HiddenCheckpoint,
 
 _CP_COLS = ("project_id", "number", "kind", "created_at", "created_ns", "tree", "message", "agent",
             "session_id", "prompt_id", "prompt_source", "transcript_path", "git_head", "git_branch",
-            "restore_target", "folds_under", "stats")
+            "restore_target", "folds_under", "reverts", "stats")
 
 
 def _row_to_checkpoint(row) -> Checkpoint:
     values = dict(zip(_CP_COLS, row))
     values["stats"] = json.loads(values["stats"] or "{}")
+    values["reverts"] = json_or_none(values["reverts"])
     return Checkpoint(**values)
 
 
@@ -35,6 +36,7 @@ class CheckpointsMixin:
     def insert_checkpoint(self, cp: Checkpoint) -> None:
         values = [getattr(cp, c) for c in _CP_COLS]
         values[-1] = json.dumps(cp.stats, sort_keys=True)
+        values[-2] = json.dumps(cp.reverts) if cp.reverts else None
         self.db.execute(f"INSERT INTO checkpoints({','.join(_CP_COLS)}) VALUES "
                         f"({','.join('?' * len(_CP_COLS))})", values)
 

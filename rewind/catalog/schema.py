@@ -288,6 +288,11 @@ MIGRATIONS = [
     ALTER TABLE hook_counts ADD COLUMN streak INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE hook_counts ADD COLUMN streak_ns INTEGER;
     """,
+    # 10: a revert's safety checkpoint names the checkpoints whose changes it took back
+    # (`reverts`: a JSON list of numbers, newest first); list, show and --json say so
+    """
+    ALTER TABLE checkpoints ADD COLUMN reverts TEXT;
+    """,
 ]
 
 

@@ -253,6 +253,16 @@ class SessionsMixin:
                                             tuple(f for f in flags.split(",") if f))
         return out
 
+    def observed_sources(self, project_id: int, base: int) -> dict[str, set[str]]:
+        """Every source observed per path under checkpoint `base` (not only the latest):
+        path -> the set of them. A revert takes back a path only when every writer of it in
+        the interval is one it was asked to take back."""
+        out: dict[str, set[str]] = {}
+        for path, source in self.db.execute("SELECT path, source FROM observations WHERE project_id=? "
+                                            "AND base=?", (project_id, base)):
+            out.setdefault(os.fsdecode(path), set()).add(source)
+        return out
+
     def prune_history(self, project_id: int, before_ns: int) -> int:
         """Inside a transaction: rows no kept checkpoint needs any more that are older than
         `before_ns`: closed tool windows the last scan already accounted for, pre-images,

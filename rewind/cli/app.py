@@ -42,9 +42,9 @@ def build():
             list_checkpoints(None, False, False, 20)
 
     from rewind.cli import (cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_gc, cmd_hooks, cmd_list, cmd_pick,
-                            cmd_restore, cmd_save, cmd_show, cmd_status, cmd_trash, cmd_verify, cmd_watch)
+                            cmd_restore, cmd_revert, cmd_save, cmd_show, cmd_status, cmd_trash, cmd_verify, cmd_watch)
     # the order of `rewind --help`
-    for module in (cmd_list, cmd_show, cmd_diff, cmd_restore, cmd_save, cmd_verify, cmd_status, cmd_gc, cmd_trash,
+    for module in (cmd_list, cmd_show, cmd_diff, cmd_restore, cmd_revert, cmd_save, cmd_verify, cmd_status, cmd_gc, cmd_trash,
                    cmd_watch,
                    cmd_export, cmd_doctor, cmd_pick, cmd_hooks, cmd_demo):
         module.register(app)

@@ -151,13 +151,12 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
                 current = working_scan(project, held_by(project, safety, touched or None))
                 plan = (plan_for_display(project, safety, touched or None, current, cross_mounts) if touched
                         else RestorePlan(safety))
-                view = view_of(project, plan, current, undo=True,
-                               rewound_to=project.catalog.checkpoint(project.id, target_number))
+                view = view_of(project, plan, current, undo=True, rewound_to=_rewound_to(project, safety, target_number))
                 if dry_run and as_json:
                     render.emit_json(plan_json(project, plan, view, "undo",
                                                {"undoes": {"rewind_to": target_number, "safety": safety_number}}))
                     return
-                title = (f"Undo the rewind {rewind_scope(safety)}to checkpoint {target_number}: put back what "
+                title = (f"Undo the {_what(safety, target_number)}: put back what "
                          f"checkpoint {safety_number} holds")
                 if dry_run:
                     print_plan(project, plan, title, current, view)
@@ -165,21 +164,50 @@ def undo_impl(yes: bool, project_dir: Optional[str], dry_run: bool = False, as_j
                     return
                 changed_since = print_plan(project, plan, title, current, view)
                 count = paths_phrase(plan.count)
-                confirm(yes, f"Undo that rewind ({count}), overwriting {len(changed_since)} changed since it?"
-                        if changed_since else f"Undo that rewind ({count})?")
+                that = "that revert" if safety.reverts else "that rewind"
+                confirm(yes, f"Undo {that} ({count}), overwriting {len(changed_since)} changed since it?"
+                        if changed_since else f"Undo {that} ({count})?")
         elif dry_run:
             raise UndoUnavailable(f"the safety checkpoint {safety_number} of that rewind is gone",
                                   hint="it was dropped by retention; `rewind list` shows what is left")
         undone = undo(project, cross_mounts=cross_mounts)
+        what = _what(safety, undone.rewound_to) if safety is not None else f"rewind to checkpoint {undone.rewound_to}"
         if undone.safety is None:
-            render.out(f"The rewind to checkpoint {undone.rewound_to} changed nothing; marked undone.")
+            render.out(f"The {what} changed nothing; marked undone.")
         else:
-            render.out(render.fit(f"Undid the rewind to checkpoint {undone.rewound_to}: "
+            render.out(render.fit(f"Undid the {what}: "
                                   f"{paths_phrase(changed(undone.plan))} changed. The tree from before the undo "
                                   f"is checkpoint {undone.safety.number}."))
             left_alone(undone.plan, "the undo", f"rewind to {undone.plan.target.number}")
     finally:
         project.close()
+
+
+def _what(safety, target_number: int) -> str:
+    """What an undo takes back, in words: `revert of 3..5`, `rewind of a.py to checkpoint 2`."""
+    if safety.reverts:
+        from rewind.cli.cmd_revert import reverts_text
+        return reverts_text(safety)
+    return f"rewind {rewind_scope(safety)}to checkpoint {target_number}"
+
+
+def _rewound_to(project, safety, target_number: int):
+    """The tree the rewind made, for the undo's "changed since" marks: the checkpoint it went
+    to, or for a revert the tree it made (kept in the store beside its safety checkpoint;
+    None once gc took it)."""
+    if not safety.reverts:
+        return project.catalog.checkpoint(project.id, target_number)
+    import copy
+    tree = safety.stats.get("revert_tree")
+    if not tree:
+        return None
+    try:
+        project.store.get(tree)
+    except RewindError:
+        return None
+    made = copy.copy(safety)
+    made.tree = tree
+    return made
 
 
 def register(app: typer.Typer) -> None:

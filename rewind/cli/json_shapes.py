@@ -55,6 +55,8 @@ def checkpoint_json(cp: Checkpoint, changes: list[ChangeRow] | None = None,
         # notice that a background task ended, folded under the prompt that started it)
         "prompt_source": cp.prompt_source, "git_head": cp.git_head, "git_branch": cp.git_branch,
         "tree": cp.tree, "restore_target": cp.restore_target,
+        # a revert's safety checkpoint: the checkpoints whose changes it took back, newest first
+        "reverts": cp.reverts,
         "skipped": {k: cp.stats.get(k, []) for k in ("large", "unreadable", "special", "changing")
                     if cp.stats.get(k)},
         # set when a damaged tree keeps what changed after this checkpoint from being known

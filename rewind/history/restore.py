@@ -24,7 +24,7 @@ from rewind.history.restore_plan import RestorePlan, held_by, plan_restore
 from rewind.lock import LOCK_TIMEOUT_S
 from rewind.model import Checkpoint, Source
 from rewind.project import Project
-from rewind.store.tree import FILE, LINK
+from rewind.store.tree import FILE, LINK, serialize
 
 _MEMORY_BUDGET = 256 * 1024 * 1024
 
@@ -49,7 +49,7 @@ class UndoResult(NamedTuple):
 
 def restore(project: Project, target: Checkpoint, paths: list[str] | None = None,
             is_undo: bool = False, lock_timeout: float = LOCK_TIMEOUT_S, progress=None, before_apply=None,
-            skip_if_empty: bool = False, cross_mounts: bool = False) -> RestoreResult:
+            skip_if_empty: bool = False, cross_mounts: bool = False, revert=None) -> RestoreResult:
     """Scan the tree (storing it), plan from that scan, take the safety checkpoint of it,
     verify every object, apply. `before_apply(plan, scan)` sees the plan before anything is
     written (it may raise to stop); with `skip_if_empty` an empty plan takes no checkpoint
@@ -71,7 +71,16 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         # checkpoint: however this ends, the next scan lists them again under the rules
         relist = {path: "m" for path in current.forced}
         try:
-            plan = plan_restore(project, target, current, paths, cross_mounts)
+            if revert is not None:
+                reverted = revert(current)
+                # limited to the paths it changes (none: nothing, never "every path")
+                plan = (plan_restore(project, reverted.target(), current, reverted.paths, cross_mounts,
+                                     trees=reverted.trees) if reverted.paths else RestorePlan(reverted.target()))
+                plan.extra.update({oid: blob for oid, blob in reverted.blobs.items()
+                                   if any(op.entry is not None and op.entry.oid == oid for op in plan.ops)})
+                plan.revert = reverted
+            else:
+                plan = plan_restore(project, target, current, paths, cross_mounts)
             if before_apply is not None:
                 before_apply(plan, current)
             if skip_if_empty and plan.empty:
@@ -91,7 +100,10 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
                         data[op.entry.oid] = blob
                         budget -= len(blob)
             _whole(project, plan)
-            if plan.extra:              # contents the plan made (settings keeping rewind's hooks)
+            if plan.revert is not None:     # its trees, so that an undo can tell what changed since
+                for oid, tree in plan.revert.trees.items():
+                    project.store.put(serialize(tree), oid)
+            if plan.extra or plan.revert is not None:  # contents the plan made (merges, settings)
                 for oid, blob in plan.extra.items():
                     project.store.put(blob, oid)
                 project.store.flush()
@@ -99,10 +111,11 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
             # catalog rows) before the first write, a power cut included. It evicts nothing until
             # the restore has written something (a restore that fails first leaves the ring).
             with project.catalog.durable():
-                safety = wc.commit(wc.scan(Scan.nothing()), Commit(
-                    "rewind", restore_target=target.number, settings=None,
-                    message=("undo" if is_undo else f"before rewind {_of(paths)}to {target.number}")))
+                safety = wc.commit(wc.scan(Scan.nothing()), _safety_commit(target, paths, is_undo, plan.revert))
                 with project.catalog.transaction():
+                    if plan.revert is not None:
+                        safety.stats = dict(safety.stats, revert_tree=plan.revert.root)
+                        project.catalog.set_stats(project.id, safety.number, safety.stats)
                     project.catalog.insert_restore(project.id, target.number, safety.number, is_undo,
                                                    plan.touched(), iso_now())
             tag = f"{safety.number}"
@@ -131,6 +144,19 @@ def restore(project: Project, target: Checkpoint, paths: list[str] | None = None
         finally:
             if relist:
                 _relist(wc, relist)
+
+
+def _safety_commit(target: Checkpoint, paths: list[str] | None, is_undo: bool, reverted) -> Commit:
+    """The safety checkpoint's kind and message: `undo`, `before rewind [of PATHS ]to N`,
+    or `before revert of N[..M]` (which names the checkpoints it takes back)."""
+    if reverted is not None:
+        numbers = reverted.numbers
+        span = f"{numbers[-1]}..{numbers[0]}" if len(numbers) > 1 else f"{numbers[0]}"
+        only = f" ({_of(paths).strip().replace('of ', 'only ', 1)})" if paths else ""
+        return Commit("rewind", settings=None, message=f"before revert of {span}{only}",
+                      meta={"reverts": list(numbers)})
+    return Commit("rewind", restore_target=target.number, settings=None,
+                  message=("undo" if is_undo else f"before rewind {_of(paths)}to {target.number}"))
 
 
 def _relist(wc, paths: dict[str, str]) -> None:

@@ -60,6 +60,7 @@ class RestorePlan:
     applied: int = 0                                                # operations carried out so far
     kept_hooks: list[str] = field(default_factory=list)   # agents' settings files keeping rewind's hooks
     extra: dict[str, bytes] = field(default_factory=dict)  # contents made by the plan (not in the store)
+    revert: object = None       # the revert (history/revert.py) this plan carries out, if one
 
     @property
     def empty(self) -> bool:
@@ -115,12 +116,14 @@ def held_by(project: Project, target: Checkpoint, paths: list[str] | None = None
 
 
 def plan_restore(project: Project, target: Checkpoint, current: ScanResult,
-                 paths: list[str] | None = None, cross_mounts: bool = False) -> RestorePlan:
+                 paths: list[str] | None = None, cross_mounts: bool = False,
+                 trees: dict | None = None) -> RestorePlan:
     """The operations that make `current` (the scan just made) the target's tree, in an order
     valid one after the other: the walk of both trees top-down, then the directories' modes
     (deepest first, after every write inside them), then the agents' settings files keeping
-    rewind's hooks."""
-    planner = _Planner(project, target, current, paths, cross_mounts)
+    rewind's hooks. `trees`: trees of the target that are in no scan nor the store (a
+    revert's, made in memory)."""
+    planner = _Planner(project, target, current, paths, cross_mounts, trees)
     planner.walk(current.root, target.tree, "", planner.root_rules())
     plan = planner.plan
     plan.ops.extend(reversed(planner.dir_modes))
@@ -134,9 +137,9 @@ class _Planner:
     (not stored, ignored at the checkpoint, another mount)."""
 
     def __init__(self, project: Project, target: Checkpoint, current: ScanResult,
-                 paths: list[str] | None, cross_mounts: bool):
+                 paths: list[str] | None, cross_mounts: bool, trees: dict | None = None):
         self.project = project
-        self.load = TreeLoader(project.store, current.trees)
+        self.load = TreeLoader(project.store, current.trees, trees or {})
         self.plan = RestorePlan(target)
         self.protected = current.protected
         self.cross_mounts = cross_mounts
