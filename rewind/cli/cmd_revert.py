@@ -68,7 +68,7 @@ def revert_json(project, rp, plan: RestorePlan, view, dry_run: bool, only, safet
     """The plan (`--dry-run --json`) or what was done (`--json`): the same fields."""
     rows = []
     for o in sorted(rp.outcomes, key=lambda o: (o.path, -o.checkpoint)):
-        row = rp.changes.get(o.renamed_from or o.path) if o.outcome in WRITES else None
+        row = o.change
         rows.append({"path": o.path, "checkpoint": o.checkpoint, "outcome": o.outcome, "source": o.source,
                      "tool": row.tool if row is not None else None,
                      "command": row.command if row is not None else None,
@@ -78,8 +78,8 @@ def revert_json(project, rp, plan: RestorePlan, view, dry_run: bool, only, safet
     conflicts = [r for r in rows if r["outcome"] in ("conflict", "markers")]
     return {"dry_run": dry_run, "action": "revert", "project": project.root, "reverts": list(rp.numbers),
             "sources": list(rp.sources), "only": only,
-            "count": sum(1 for o in rp.outcomes if o.outcome in WRITES),
-            "written": [r["path"] for r in rows if r["outcome"] in WRITES],
+            "count": _writes(rp),
+            "written": sorted({r["path"] for r in rows if r["outcome"] in WRITES}),
             "conflicts": conflicts, "paths": rows,
             "skipped": [{"path": p, "why": why} for p, why in plan.skipped],
             "unmet": [{"path": p, "why": why} for p, why in plan.unmet],
@@ -95,58 +95,78 @@ def _effects(view, numbers) -> None:
         view.effects = [e for e in view.effects if e.checkpoint in set(numbers)]
 
 
-def _who(rp, o) -> str:
+def _who(outcomes) -> str:
+    """Who made what a path's outcomes take back (one per interval), oldest first."""
     from rewind.cli.cmd_show import author
-    row = rp.changes.get(o.renamed_from or o.path)
-    return author(row, 40) if row is not None else o.source
+    names = [author(o.change, 40) if o.change is not None else o.source for o in reversed(outcomes)]
+    return ", then ".join(dict.fromkeys(names))
+
+
+def _by_path(outcomes, kinds) -> list[tuple[str, list]]:
+    """The outcomes of these kinds, one entry per path (a range has one per interval), by path."""
+    grouped: dict[str, list] = {}
+    for o in outcomes:
+        if o.outcome in kinds:
+            grouped.setdefault(o.path, []).append(o)
+    return sorted(grouped.items())
 
 
 def print_revert(rp, plan: RestorePlan, title: str, view, conflicts_mode: str) -> None:
-    """The plan in words: what it writes and who made what it takes back, the conflicts with
-    the command that shows each, what it keeps, what it will not undo."""
     render.out(render.fit(title))
-    writes = sorted((o for o in rp.outcomes if o.outcome in WRITES), key=lambda o: o.path)
+    for line in revert_lines(rp, plan, view, conflicts_mode):
+        render.out(line)
+
+
+def revert_lines(rp, plan: RestorePlan, view, conflicts_mode: str = "skip") -> list[str]:
+    """The plan in words (said by `revert` and by the picker): what it writes and who made
+    what it takes back, the conflicts with the command that shows each, what it keeps, what
+    it will not undo."""
+    lines: list[str] = []
+    writes = _by_path(rp.outcomes, WRITES)
     if writes:
-        render.out(f"{paths_phrase(len(writes))} {'changes' if len(writes) == 1 else 'change'}:")
-        names = [render.display_path(o.path) + (f" <- {render.display_path(o.renamed_from)}" if o.renamed_from
-                                                 else "") for o in writes]
+        lines.append(f"{paths_phrase(len(writes))} {'changes' if len(writes) == 1 else 'change'}:")
+        names = [render.display_path(path) + (f" <- {render.display_path(os_[-1].renamed_from)}"
+                                              if os_[-1].renamed_from else "") for path, os_ in writes]
         width = min(48, max(len(n) for n in names))
-        for o, name in zip(writes, names):
-            render.out(f"  {_ACTION[o.outcome]:<8}  {name.ljust(width)}  {o.why}  [{_who(rp, o)}]")
+        for (path, os_), name in zip(writes, names):
+            kinds = {o.outcome for o in os_}
+            action = next(k for k in ("markers", "merge", "rename", "revert") if k in kinds)
+            lines.append(f"  {_ACTION[action]:<8}  {name.ljust(width)}  {os_[-1].why}  [{_who(os_)}]")
     else:
-        render.out("  nothing to take back on the tree as it is now.")
+        lines.append("  nothing to take back on the tree as it is now.")
     for path in plan.kept_hooks:
-        render.out(f"  keep      {render.display_path(path)}: rewind's own hook entries stay in it")
-    conflicts = [o for o in rp.outcomes if o.outcome == "conflict"]
+        lines.append(f"  keep      {render.display_path(path)}: rewind's own hook entries stay in it")
+    conflicts = [os_[0] for _, os_ in _by_path(rp.outcomes, ("conflict",))]
     if conflicts:
-        render.out(f"{len(conflicts)} not taken back, a conflict (left as it is"
+        lines.append(f"{len(conflicts)} not taken back, a conflict (left as it is"
                    + ("" if conflicts_mode == "markers" else "; `--conflicts markers` writes the text ones "
                       "with markers") + "):")
         for o in sorted(conflicts, key=lambda o: o.path):
-            render.out(f"  {render.display_path(o.path)}: {o.why}; `{_show_command(o)}` shows what it "
+            lines.append(f"  {render.display_path(o.path)}: {o.why}; `{_show_command(o)}` shows what it "
                        "would take back")
-    marked = [o for o in rp.outcomes if o.outcome == "markers"]
+    marked = [os_[0] for _, os_ in _by_path(rp.outcomes, ("markers",))]
     if marked:
-        render.out(f"{len(marked)} written with conflict markers (<<<<<<< now, ||||||| after, ======= before, "
+        lines.append(f"{len(marked)} written with conflict markers (<<<<<<< now, ||||||| after, ======= before, "
                    ">>>>>>>): " + ", ".join(render.display_path(o.path) for o in marked[:10]))
-    kept = [o for o in rp.outcomes if o.outcome == "kept"]
+    kept = [os_[0] for _, os_ in _by_path(rp.outcomes, ("kept",))]
     if kept:
-        render.out(f"{len(kept)} kept, made by a source not taken back:")
+        lines.append(f"{len(kept)} kept, made by a source not taken back:")
         for o in sorted(kept, key=lambda o: o.path)[:50]:
-            render.out(f"  {render.display_path(o.path)}: {o.why}")
-    same = [o for o in rp.outcomes if o.outcome == "nothing"]
+            lines.append(f"  {render.display_path(o.path)}: {o.why}")
+    written = {o.path for o in rp.outcomes if o.outcome in WRITES}
+    same = [os_[0] for path, os_ in _by_path(rp.outcomes, ("nothing",)) if path not in written]
     if same:
-        render.out(f"{paths_phrase(len(same))} already as {'it was' if len(same) == 1 else 'they were'} "
+        lines.append(f"{paths_phrase(len(same))} already as {'it was' if len(same) == 1 else 'they were'} "
                    "(or kept for what came since): " + ", ".join(render.display_path(o.path) for o in same[:6])
                    + (" …" if len(same) > 6 else ""))
     for path, why in plan.skipped:
-        render.out(f"  skip  {render.display_path(path)}: {why}")
+        lines.append(f"  skip  {render.display_path(path)}: {why}")
     if view is not None:
-        for line in not_undone_lines(view.effects):
-            render.out(line)
+        lines += not_undone_lines(view.effects)
+    return lines
 
 
-def _plan_now(project, cps, sources, paths, conflicts):
+def plan_now(project, cps, sources, paths, conflicts):
     current = working_scan(project, held_by(project, cps[-1]))
     rp = plan_revert(project, cps, current, sources, paths, conflicts)
     plan = (plan_restore(project, rp.target(), current, rp.paths, trees=rp.trees) if rp.paths
@@ -154,7 +174,7 @@ def _plan_now(project, cps, sources, paths, conflicts):
     return current, rp, plan
 
 
-def _view(project, plan, current, numbers):
+def revert_view(project, plan, current, numbers):
     if plan.empty:
         return None
     view = view_of(project, plan, current)
@@ -186,7 +206,7 @@ def revert_impl(spec: str, yes: bool, dry_run: bool, project_dir: Optional[str],
             shown = {}
 
             def show(plan, current):
-                shown["view"] = view = _view(project, plan, current, numbers)
+                shown["view"] = view = revert_view(project, plan, current, numbers)
                 if not as_json:
                     print_revert(plan.revert, plan, title, view, conflicts)
             result = _restore(project, first, paths, lambda cur: plan_revert(project, cps, cur, sources, paths,
@@ -194,8 +214,8 @@ def revert_impl(spec: str, yes: bool, dry_run: bool, project_dir: Optional[str],
                               before_apply=show, skip_if_empty=True)
             _done(project, result.plan.revert, result.plan, result.safety, shown.get("view"), as_json, paths)
             return
-        current, rp, plan = _plan_now(project, cps, sources, paths, conflicts)
-        view = _view(project, plan, current, numbers)
+        current, rp, plan = plan_now(project, cps, sources, paths, conflicts)
+        view = revert_view(project, plan, current, numbers)
         if dry_run:
             if as_json:
                 render.emit_json(revert_json(project, rp, plan, view, True, paths))
@@ -229,7 +249,8 @@ def revert_impl(spec: str, yes: bool, dry_run: bool, project_dir: Optional[str],
 
 
 def _writes(rp) -> int:
-    return sum(1 for o in rp.outcomes if o.outcome in WRITES)
+    """How many paths the revert writes (a path in several intervals counts once)."""
+    return len({o.path for o in rp.outcomes if o.outcome in WRITES})
 
 
 def _restore(project, first, paths, revert, **kw):
@@ -259,17 +280,26 @@ def _done(project, rp, plan: RestorePlan, safety, view, as_json: bool, paths) ->
     if safety is None:
         _nothing(rp)
         return
-    merged = sum(1 for o in rp.outcomes if o.outcome == "merge")
-    render.out(render.fit(f"Reverted {_checkpoints(rp.numbers)}: {paths_phrase(_writes(rp))} changed"
-                          + (f" ({merged} merged with what came since)" if merged else "")
-                          + f". The tree from before is checkpoint {safety.number}; `rewind undo` goes back."))
+    render.out(render.fit(revert_done_text(rp, safety)))
     left_alone(plan, "the revert", f"rewind revert {_span(rp.numbers)}")
     if rp.conflicts:
-        left = [o for o in rp.conflicts]
+        left = [os_[0] for _, os_ in _by_path(rp.conflicts, ("conflict", "markers"))]
         render.out(f"{len(left)} conflict{'s' if len(left) != 1 else ''} "
                    + ("written with markers" if all(o.outcome == "markers" for o in left) else "remain")
                    + ": " + ", ".join(render.display_path(o.path) for o in left[:10]))
         raise typer.Exit(1)
+
+
+def revert_done_text(rp, safety) -> str:
+    """What a revert did, in one line (said by `revert` and by the picker)."""
+    if safety is None:
+        return f"Nothing to take back after {_checkpoints(rp.numbers)}."
+    merged = len({o.path for o in rp.outcomes if o.outcome == "merge"})
+    conflicts = len({o.path for o in rp.conflicts})
+    return (f"Reverted {_checkpoints(rp.numbers)}: {paths_phrase(_writes(rp))} changed"
+            + (f" ({merged} merged with what came since)" if merged else "")
+            + (f", {conflicts} left in conflict" if conflicts else "")
+            + f". The tree from before is checkpoint {safety.number}; `rewind undo` goes back.")
 
 
 def reverts_text(cp) -> str | None:

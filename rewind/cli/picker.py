@@ -154,6 +154,7 @@ def run_picker(project):
         """
         BINDINGS = [Binding("q,escape", "quit", "Quit", key_display="q/Esc"),
                     Binding("r", "restore", "Restore checkpoint"),
+                    Binding("t", "revert", "Take back prompt"),
                     Binding("f", "restore_file", "Restore file"), Binding("d", "toggle_diff", "Diff"),
                     Binding("e", "toggle_every", "Every checkpoint"),
                     Binding("home", "first", "First", show=False, priority=True),
@@ -397,6 +398,52 @@ def run_picker(project):
             asked = question(cp, plan, code, not_agent, refusal, whole)
             self.push_screen(RestoreDialog(Text("\n".join(lines)), Text(asked), choices),
                              lambda choice: self.do(cp, paths, choice))
+
+        def action_revert(self) -> None:
+            """Take back the selected checkpoint's changes (the agent's), keeping the rest:
+            the plan of `rewind revert N`, then the question."""
+            from rewind.cli.cmd_revert import plan_now, revert_lines, revert_view
+            from rewind.history.revert import AGENT_SOURCES, WRITES, intervals
+            cp = self.current
+            if cp is None:
+                return
+            if is_pending(cp):
+                cp = self.completed(cp)
+                if cp is None:
+                    return
+            try:
+                cps = intervals(project, cp)
+                current, rp, plan = plan_now(project, cps, AGENT_SOURCES, None, "skip")
+            except RewindError as e:
+                self.notify(e.message, severity="error")
+                return
+            if plan.empty:
+                self.notify(f"nothing of checkpoint {cp.number}'s changes to take back"
+                            + (f" ({len(rp.conflicts)} in conflict: `rewind revert {cp.number}` lists them)"
+                               if rp.conflicts else ""))
+                return
+            lines = [f"Take back the agent's changes after checkpoint {cp.number}: {describe(cp)}", ""] + \
+                revert_lines(rp, plan, revert_view(project, plan, current, rp.numbers))
+            conflicts = len({o.path for o in rp.conflicts})
+            asked = (f"Take back {paths_phrase(len({o.path for o in rp.outcomes if o.outcome in WRITES}))}"
+                     + (f", leaving {conflicts} in conflict as they are" if conflicts else "")
+                     + "? A safety checkpoint is taken first; `rewind undo` goes back.")
+            self.push_screen(RestoreDialog(Text("\n".join(lines)), Text(asked), ["revert"]),
+                             lambda choice: self.do_revert(cps, choice))
+
+        def do_revert(self, cps, choice: str | None) -> None:
+            if choice is None:
+                return
+            from rewind.cli.cmd_revert import revert_done_text
+            from rewind.history.revert import AGENT_SOURCES, plan_revert
+            try:
+                result = restore(project, cps[-1], None, revert=lambda cur: plan_revert(
+                    project, cps, cur, AGENT_SOURCES, None, "skip"))
+                self.restored = Restored(cps[-1], result.plan)
+                self.exit(revert_done_text(result.plan.revert, result.safety))
+            except RewindError as e:
+                self.failure = e
+                self.exit(None)
 
         def completed(self, cp):
             """A pending checkpoint, if it is complete by now (its row then shows it so);

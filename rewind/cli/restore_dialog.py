@@ -17,11 +17,13 @@ from textual.widgets.option_list import Option
 
 # (what the dialog returns, its key, its label); the conversation ones only where it can fork
 CHOICES = (("code", "c", "Restore code"), ("conversation", "v", "Restore conversation"),
-           ("both", "b", "Restore code and conversation"), ("cancel", "n", "Cancel"))
+           ("both", "b", "Restore code and conversation"), ("revert", "t", "Take back these changes"),
+           ("cancel", "n", "Cancel"))
 
 
 class RestoreDialog(ModalScreen[str | None]):
-    """Dismissed with "code", "conversation", "both", or None for cancel."""
+    """Dismissed with "code", "conversation", "both" (a restore), "revert" (a revert's
+    dialog), or None for cancel."""
 
     CSS = """
     RestoreDialog { align: center middle; }
@@ -34,6 +36,7 @@ class RestoreDialog(ModalScreen[str | None]):
     BINDINGS = [Binding("c", "choose('code')", "Restore code", show=False),
                 Binding("v", "choose('conversation')", "Restore conversation", show=False),
                 Binding("b", "choose('both')", "Restore code and conversation", show=False),
+                Binding("t", "choose('revert')", "Take back these changes", show=False),
                 Binding("n,escape", "choose('cancel')", "Cancel", show=False),
                 Binding("pageup", "scroll_plan(-1)", "Scroll the plan up", show=False, priority=True),
                 Binding("pagedown", "scroll_plan(1)", "Scroll the plan down", show=False, priority=True)]

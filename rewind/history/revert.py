@@ -65,6 +65,7 @@ class Outcome(NamedTuple):
     why: str
     entry: Entry | None = None
     renamed_from: str | None = None     # a rename taken back: the name it has now
+    change: object = None               # the change row (model.ChangeRow) it takes back, if one
 
 
 @dataclass
@@ -76,7 +77,6 @@ class RevertPlan:
     root: str = ""                      # the tree after the revert (in memory)
     trees: dict = field(default_factory=dict)     # its trees that are in no scan nor the store
     blobs: dict = field(default_factory=dict)     # merged contents: oid -> bytes
-    changes: dict = field(default_factory=dict)   # path -> the change row taken back (newest)
 
     @property
     def paths(self) -> list[str]:
@@ -184,34 +184,37 @@ def plan_revert(project: Project, cps: list[Checkpoint], current: ScanResult,
                 continue                        # the old name of a rename: taken with its new one
             if path in renames:
                 o = _rename_back(cp, path, renames[path], before, after, now, load, rows, sources, contents)
-                plan.outcomes.append(o)
+                plan.outcomes.append(o._replace(change=row))
                 if o.outcome == "rename":
                     sets += [(o.renamed_from, None), (o.path, o.entry)]
                     _mark_prune(prune, o.renamed_from, cp.tree, load)
-                    plan.changes[o.renamed_from] = rows.get(o.renamed_from)
-                    plan.changes[o.path] = rows.get(o.path)
                 continue
             others = set(mixed.get(path, ())) | {source}
             chosen = others & set(sources)
             if not chosen:
-                plan.outcomes.append(Outcome(path, cp.number, "kept", source,
+                plan.outcomes.append(Outcome(path, cp.number, "kept", source, change=row, why=
                                              f"changed by {_who(source)}, not taken back"
                                              + (" (--all takes it back)" if source in ("external", "unknown")
                                                 else f" (--source {source} takes it back)")))
                 continue
             if chosen != others:
-                plan.outcomes.append(Outcome(path, cp.number, "conflict", source, "changed by "
+                plan.outcomes.append(Outcome(path, cp.number, "conflict", source, change=row, why="changed by "
                                              + " and ".join(_who(s) for s in sorted(others)) + " in that interval; "
                                              "no version between them is stored"))
                 continue
             o = _decide(cp, path, before, after, now.get(path), source, contents, conflicts, plan.blobs)
-            plan.outcomes.append(o)
+            plan.outcomes.append(o._replace(change=row))
             if o.outcome in WRITES:
                 sets.append((path, o.entry))
-                plan.changes[path] = row
                 if o.entry is None:
                     _mark_prune(prune, path, cp.tree, load)
         now.apply(sets, cp.tree)
+    for p in paths or []:
+        p = p.strip("/")
+        if p and not any(o.path == p or o.path.startswith(p + "/") for o in plan.outcomes) and \
+                entry_at(load, current.root, p) is None:
+            raise RewindError(f"no such path in the tree nor among the changes after checkpoint "
+                              f"{plan.numbers[-1]}: {p}", hint="paths are relative to the current directory")
     plan.root, plan.trees, plan.pruned = _apply(load, current.root, now.over, prune)
     return plan
 
@@ -257,6 +260,8 @@ def _rename_back(cp, new, old, before, after, now, load, rows, sources, contents
     src = rows[new].source
     old_entry = entry_at(load, cp.tree, old)
     n_new, n_old = now.get(new), now.get(old)
+    if n_new is None and n_old is not None:
+        return Outcome(new, cp.number, "nothing", src, f"moved back to {old} already")
     if n_new is None:
         return Outcome(new, cp.number, "conflict", src, f"moved from {old} in that interval, and removed since")
     if n_old is not None:
@@ -332,6 +337,8 @@ def _decide(cp, path, before, after, now, source, contents, conflicts, blobs) ->
     if texts is None:
         return out("conflict", "a binary file that changed then and again since")
     merged, clean = merge_text(*texts, name_b=f"checkpoint {cp.number}")
+    if clean and merged == texts[1]:
+        return out("nothing", "none of the changes taken back are in it now")
     if not clean and conflicts != "markers":
         return out("conflict", "later changes overlap the ones taken back")
     oid = digest_of(merged)

@@ -49,7 +49,7 @@ UPDATE = os.environ.get("REWIND_UPDATE_GOLDEN") == "1"
 
 # keys whose values docs/design.md fixes (enums): pinned wherever they appear as a string or null
 # (or a list of them, as `flags`), not where such a key counts something (`summary.sources.tool`)
-PINNED = {"kind", "status", "source", "tool", "agent", "flags", "scope"}
+PINNED = {"kind", "status", "source", "tool", "agent", "flags", "scope", "outcome"}
 EACH = "<each>"
 TYPES = ("int", "float", "str", "bool", "null")
 
@@ -265,6 +265,7 @@ def test_every_json_output_of_a_recorded_session_keeps_its_golden_shape(recorded
         # the plans of a restore and of an undo, as JSON (nothing changed)
         ("to-dry-run", ["to", "1", "--dry-run", "--json"], {}),
         ("undo-dry-run", ["undo", "--dry-run", "--json"], {}),
+        ("revert-dry-run", ["revert", "3", "--dry-run", "--json"], {}),
         # the findings depend on the machine (its disk, its inotify limit): their shape is pinned
         ("doctor", ["doctor", "--json"], {"each": ("$.findings",), "loosen": {"$.findings[*].fix": "<str|null>"}}),
     ]:
@@ -332,6 +333,29 @@ def test_verify_json_with_a_missing_object_keeps_its_golden_shape(tmp_path):
     os.unlink(os.path.join(os.environ["REWIND_HOME"], "objects", oid[:2], oid[2:]))
     problems = check("verify-damaged", ["verify", "--json"],
                      "one checkpoint whose only file's object was deleted from the store", root, exit_code=1)
+    assert not problems, "\n".join(problems)
+
+
+def test_revert_json_of_what_was_done_keeps_its_golden_shape(tmp_path):
+    """`revert --yes --json`: what it did, with a merge, a rename, a conflict and a kept change."""
+    from helpers import replayed_session
+    root = tmp_path / "proj"
+    write(root, "src/a.py", "".join(f"line {i}\n" for i in range(1, 11)))
+    write(root, "old.py", "old\n")
+    write(root, "b.txt", "b\n")
+
+    def person(i):
+        if i == 2:
+            (root / "notes.md").write_text("mine\n")
+    replayed_session(root, tmp_path, "0", [
+        [("write", str(root / "x.py"), "x\n")],
+        [("bash", "sed -i 's/^line 2$/line 2 bad/' src/a.py && mv old.py new.py && echo bad > b.txt")],
+        [("bash", "sed -i 's/^line 9$/line 9 good/' src/a.py && echo worse > b.txt")],
+    ], between=person)
+    problems = check("revert", ["revert", "2", "--yes", "--json"],
+                     "a session replayed through `rewind hook claude`: prompt 2 edits line 2 of src/a.py, "
+                     "moves old.py to new.py and rewrites b.txt, the person writes notes.md; prompt 3 "
+                     "edits line 9 of src/a.py and rewrites b.txt again", root, exit_code=1)
     assert not problems, "\n".join(problems)
 
 

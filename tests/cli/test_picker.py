@@ -362,3 +362,44 @@ def test_the_picker_folds_rewinds_as_the_list_does_and_its_keys_do_what_the_foot
     assert "It overwrites or removes" in seen["dialog"] and "last changed by: " in seen["dialog"]
     assert "<- not written by the agent" in seen["dialog"]
     assert app.return_value is None
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_t_takes_back_the_selected_prompt_and_keeps_the_later_work(tmp_path, size):
+    """`t`, beside `r`: the plan of `rewind revert N` for the selected checkpoint, one
+    choice and cancel; taking it back merges the later edit of the same file."""
+    from types import SimpleNamespace
+
+    from helpers import replayed_session
+    root = tmp_path / "proj"
+    ten = "".join(f"line {i}\n" for i in range(1, 11))
+    write(root, "src/a.py", ten)
+    replayed_session(root, tmp_path, "0", [
+        [("write", str(root / "x.py"), "x\n")],
+        [("bash", "sed -i 's/^line 2$/line 2 bad/' src/a.py && echo c > c.py")],
+        [("bash", "sed -i 's/^line 9$/line 9 good/' src/a.py")],
+    ])
+    before = fingerprint(root)
+
+    async def script(pilot, app, seen):
+        await select(pilot, app, "prompt 2")
+        await pilot.press("t")
+        await pilot.pause()
+        seen["dialog"] = flat(screen_text(app))
+        await pilot.press("n")                       # cancel: nothing changes
+        await pilot.pause()
+        seen["cancelled"] = fingerprint(root)
+        await pilot.press("t")
+        await pilot.pause()
+        await pilot.press("t")
+        await pilot.pause()
+    app, seen = drive(SimpleNamespace(root=root), size, script)
+    dialog = seen["dialog"]
+    assert "Take back the agent's changes after checkpoint 2: prompt 2" in dialog, dialog
+    assert "merge src/a.py" in dialog and "put back c.py" in dialog, dialog
+    assert "t Take back these changes" in dialog and "n Cancel (Esc)" in dialog
+    assert "Restore code" not in dialog
+    assert seen["cancelled"] == before
+    assert app.return_value.startswith("Reverted checkpoint 2: 2 paths changed (1 merged"), app.return_value
+    assert (root / "src/a.py").read_text() == ten.replace("line 9\n", "line 9 good\n")
+    assert not (root / "c.py").exists()
