@@ -41,11 +41,12 @@ def build():
             from rewind.cli.cmd_list import list_checkpoints
             list_checkpoints(None, False, False, 20)
 
-    from rewind.cli import (cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_gc, cmd_hooks, cmd_list, cmd_pick,
-                            cmd_restore, cmd_revert, cmd_save, cmd_show, cmd_status, cmd_trash, cmd_verify, cmd_watch)
+    from rewind.cli import (cmd_bisect, cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_gc, cmd_hooks, cmd_list,
+                            cmd_pick, cmd_restore, cmd_revert, cmd_save, cmd_show, cmd_status, cmd_trash, cmd_verify,
+                            cmd_watch)
     # the order of `rewind --help`
-    for module in (cmd_list, cmd_show, cmd_diff, cmd_restore, cmd_revert, cmd_save, cmd_verify, cmd_status, cmd_gc, cmd_trash,
-                   cmd_watch,
+    for module in (cmd_list, cmd_show, cmd_diff, cmd_restore, cmd_revert, cmd_bisect, cmd_save, cmd_verify,
+                   cmd_status, cmd_gc, cmd_trash, cmd_watch,
                    cmd_export, cmd_doctor, cmd_pick, cmd_hooks, cmd_demo):
         module.register(app)
     command = typer.main.get_command(app)

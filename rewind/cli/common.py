@@ -42,6 +42,9 @@ def project_for(project_dir: str | None, create: bool = False) -> Project:
     report_recovery(project)
     report_lost(project)
     apply_retention(project)
+    if os.path.isdir(os.path.join(project.home, "bisect")):     # a killed bisect's scratch copy
+        from rewind.history.bisect import clean_leftovers
+        clean_leftovers(project.home)
     return project
 
 
