@@ -280,7 +280,8 @@ def resume_with_mock(claude: str, harness, proj, config_dir, session_id: str, tm
     return [b for b in bodies if RESUME_PROMPT in b]
 
 
-def replayed_session(root: Path, tmp_path: Path, watch: str, prompts: list[list[tuple]], between=None) -> None:
+def replayed_session(root: Path, tmp_path: Path, watch: str, prompts: list[list[tuple]], between=None,
+                     texts: list[str] | None = None) -> None:
     """A session from the captured payloads' shapes: each prompt a list of ("write", path,
     content) or ("bash", command) tool calls; `between(i)` runs before prompt i (a person's
     work between prompts); the session stays open (no SessionEnd) so the last prompt's
@@ -299,7 +300,7 @@ def replayed_session(root: Path, tmp_path: Path, watch: str, prompts: list[list[
     payloads = [copy.deepcopy(start)]
     for i, calls in enumerate(prompts):
         p = copy.deepcopy(submit)
-        p["prompt"], p["prompt_id"] = f"prompt {i + 1}", str(uuid.uuid4())
+        p["prompt"], p["prompt_id"] = (texts[i] if texts else f"prompt {i + 1}"), str(uuid.uuid4())
         payloads.append(p)
         for call in calls:
             tool_use_id = f"toolu_{uuid.uuid4().hex[:16]}"

@@ -145,11 +145,18 @@ def _say_step(step, n: int, expected: int) -> None:
     render.out(f"step {n}/~{expected}: {_label(step.candidate)}: {mark} ({step.why}, {step.seconds:.1f} s)")
 
 
+def output_line(line: str) -> str:
+    """A line of CMD's output as a terminal only displays it, its indentation kept."""
+    line = line.expandtabs(4).rstrip()
+    indent = len(line) - len(line.lstrip(" "))
+    return " " * indent + render.safe(line)
+
+
 def _say_tail(step) -> None:
     if step.tail:
         render.err(f"its last lines of output at {step.candidate.label}:")
         for line in step.tail[-10:]:
-            render.err(f"  | {render.safe(line)}")
+            render.err(f"  | {output_line(line)}")
 
 
 def _culprits(project, result) -> list[int]:
@@ -208,15 +215,16 @@ def _report(project, result, cmd, as_json: bool) -> None:
                           + (f" ({render.short(describe(first), 60)})" if first is not None else "") + "."))
     render.out(f"Its changes ({len(changes)}" + (f", checkpoints {_span(culprits)}" if len(culprits) > 1 else "")
                + "):")
-    for n, c in changes[:50]:
-        mark, path, who, flags = change_line(c)
-        render.out(f"  {mark} {path}  [{who}]" + (f" {flags}" if flags else ""))
+    lines = [change_line(c) for _, c in changes[:50]]
+    width = min(48, max((len(path) for _, path, _, _ in lines), default=0))
+    for mark, path, who, flags in lines:
+        render.out(f"  {mark} {path.ljust(width)}  [{who}]" + (f" {flags}" if flags else ""))
     if len(changes) > 50:
         render.out(f"  … and {len(changes) - 50} more (`rewind show {culprits[0]}`)")
     if bad_step.tail:
         render.out(f"The command's last lines at {fb.label}:")
         for line in bad_step.tail[-10:]:
-            render.out(f"  | {render.safe(line)}")
+            render.out(f"  | {output_line(line)}")
     if result.missing:
         render.out(f"Not in the copies (too large to have been stored): {', '.join(result.missing[:5])}")
     render.out(f"`{revert}` takes those changes back and keeps the rest; `{to}` goes back to the last good tree.")

@@ -302,18 +302,18 @@ def _decide(cp, path, before, after, now, source, contents, conflicts, blobs) ->
         return out("nothing", "a directory made then, that holds files made since: kept")
     if _same(now, after):
         if before is None:
-            return out("revert", "made then: removed")
+            return out("revert", "added then: removed")
         if after is None:
-            return out("revert", "removed then: made again", before)
+            return out("revert", "deleted then: made again", before)
         return out("revert", "changed then: put back", before)
     if _same(now, before):
         return out("nothing", "already as it was")
     if now is None:
         return out("conflict", "changed then, and removed since")
     if after is None:
-        return out("conflict", "removed then, and made again since")
+        return out("conflict", "deleted then, and made again since")
     if before is None:
-        return out("conflict", "made then, and changed since")
+        return out("conflict", "added then, and changed since")
     if not (before.kind == after.kind == now.kind):
         return out("conflict", "its kind (file, directory, link) changed since")
     if now.kind == DIR:

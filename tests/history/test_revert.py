@@ -110,7 +110,7 @@ def test_a_deleted_file_comes_back_and_a_recreated_one_is_a_conflict(tmp_path):
     plan = _plan(root, "2")
     assert _outcomes(plan) == {"keep.txt": "revert", "gone.txt": "conflict", "olddir/f.txt": "revert"}
     assert next(p for p in plan["paths"] if p["path"] == "gone.txt")["why"] == \
-        "removed then, and made again since"
+        "deleted then, and made again since"
     _revert(root, "2", "--yes", check=1)
     assert (root / "keep.txt").read_text() == "keep\n" and (root / "olddir/f.txt").read_text() == "f\n"
     assert (root / "gone.txt").read_text() == "mine\n"
