@@ -359,6 +359,22 @@ def test_revert_json_of_what_was_done_keeps_its_golden_shape(tmp_path):
     assert not problems, "\n".join(problems)
 
 
+def test_bisect_json_keeps_its_golden_shape(tmp_path):
+    from helpers import replayed_session
+    root = tmp_path / "proj"
+    write(root, "lib.py", "def value():\n    return 1\n")
+    write(root, "check.py", "import lib, sys\nsys.exit(0 if lib.value() == 1 else 1)\n")
+    replayed_session(root, tmp_path, "0", [
+        [("write", str(root / "a.txt"), "a\n")],
+        [("bash", "sed -i 's/return 1/return 2/' lib.py")],
+        [("write", str(root / "b.txt"), "b\n")],
+    ])
+    problems = check("bisect", ["bisect", "--json", "--", "python3", "check.py"],
+                     "a session replayed through `rewind hook claude`: prompt 2 makes check.py fail", root,
+                     each=("$.steps",))
+    assert not problems, "\n".join(problems)
+
+
 def test_list_and_show_json_of_a_pending_checkpoint_keep_their_golden_shape(tmp_path):
     from test_pending import FirstScan
     root = tmp_path / "proj"

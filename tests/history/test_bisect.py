@@ -52,7 +52,8 @@ def test_the_prompt_that_broke_it_is_found_in_log2_n_plus_2_runs_and_the_project
     # checkpoint k is prompt k's: the tree at checkpoint 7 holds prompt 6's work
     assert out[-1] == "first bad: checkpoint 7", proc.stdout
     assert "checkpoint 7 fails; checkpoint 6 passes: prompt 6 broke it (prompt 6)." in proc.stdout
-    assert "M lib.py  [bash: sed -i 's/return 1/return 2/' lib.py]" in proc.stdout
+    assert any(line.split() [:2] == ["M", "lib.py"] and line.endswith("[bash: sed -i 's/return 1/return 2/' lib.py]")
+               for line in out), proc.stdout
     assert "`rewind revert 6` takes those changes back" in proc.stdout
     n = 10                                                  # 9 checkpoints and now
     assert len(runs.read_text().split()) <= math.ceil(math.log2(n)) + 2
