@@ -9,7 +9,8 @@ The session: edit-tool writes in new nested directories, an edit of an existing 
 file first. Then: every shell change is `bash` with its command, every edit-tool change
 `tool` with its tool, the person's edits `external`, the link flagged `symlink`; `to 1`
 gives back the tree exactly as before the session, `undo` exactly as at its end, and the
-plan after that still names the person's edit as not the agent's.
+plan after that still names the person's edit as not the agent's; `revert 2` takes back the
+middle prompt alone (its `mv` as a rename, the person's file kept) and `undo` undoes that.
 
 "Busy" is a machine where at least two processes besides the session's own want the CPU,
 while the session runs and while `to` and `undo` rewrite the tree: everything rewind does
@@ -310,5 +311,22 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     git_effects = [(e["checkpoint"], e["command"]) for e in effects if e["kind"] == "git"]
     assert git_effects == [(1, SHELL["branch"]), (3, SHELL["commit"])], effects
     assert not [e for e in effects if e["kind"] == "command" and "git" in (e["command"] or "")], effects
+    # take back the middle prompt alone: its edits, its sed, its mv (as a rename), its link and
+    # its note go; the first prompt's work, the third's and the person's files stay
+    with load():
+        done = json.loads(run_rewind("revert", "2", "--yes", "--json", cwd=proj, check=0).stdout)
+    outcomes = {p["path"]: p["outcome"] for p in done["paths"]}
+    assert outcomes == {"src/shop/cart.py": "revert", "README.md": "revert", "config/settings.ini": "revert",
+                        "docs/notes.txt": "rename", "cart_link.py": "revert", "branch.txt": "revert",
+                        "person.txt": "kept"}, done["paths"]
+    reverted = fingerprint(proj, skip)
+    expected = {k: v for k, v in final.items() if k not in ("cart_link.py", "branch.txt", "docs/guide/notes.txt")}
+    expected.update({"src/shop/cart.py": before["src/shop/cart.py"], "config/settings.ini": before["config/settings.ini"],
+                     "docs/notes.txt": before["docs/notes.txt"],
+                     "README.md": ("file", final["README.md"][1], b"# shop\nedited by the person\n")})
+    assert reverted == expected, sorted(set(reverted.items()) ^ set(expected.items()))
+    with load():
+        run_rewind("undo", "--yes", cwd=proj, check=0)
+    assert fingerprint(proj, skip) == final
     log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
     assert not log.exists(), log.read_text()
