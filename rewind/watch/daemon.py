@@ -327,6 +327,10 @@ class Watcher(ShellWindows):
                     if not os.path.isdir(self.home):
                         self.stop_reason = "rewind's data directory is gone"
                         break
+            if first is not None and not first.is_alive() and self.on_ready is not None:
+                # the first scan was in before a stop ended the loop's pause: still said
+                # (a `watch --stop` right after the ready mark found no "watching" line)
+                self.on_ready(self.group.watched if self.group is not None else 0)
         finally:
             from rewind.capture import dirty
             if dirty.LOCAL_ANSWERS is self.answers:
