@@ -178,7 +178,8 @@ def locked(home: str):
     """gc's lock, for a plan and its execution: one gc at a time, and no pack merge beside it."""
     lock_fd = try_lock(home, GC_LOCK)
     if lock_fd is None:
-        raise GcBusy("another gc is running", hint="it reports what it freed in `rewind status`")
+        raise GcBusy("another gc or a bisect is running (a bisect keeps the store as it is until it ends)",
+                     hint="a gc reports what it freed in `rewind status`")
     try:
         yield
     finally:

@@ -246,3 +246,25 @@ def test_a_project_of_10000_files(tmp_path, files):
     data = json.loads(proc.stdout)
     assert data["first_bad"] == 4 and data["last_good"] == 3
     assert _scratch(os.environ["REWIND_HOME"]) == []
+
+
+def test_gc_waits_while_a_bisect_runs_and_a_large_file_is_named(tmp_path):
+    root = _session(tmp_path, 3, breaks_at=2)
+    with open(root / "big.bin", "wb") as f:            # sparse, past the size limit: never stored
+        f.truncate(51 * 1024 * 1024)
+    run_rewind("save", "-m", "with a big file", cwd=root, check=0)
+    marker = tmp_path / "started"
+    proc = subprocess.Popen([*REWIND, "bisect", "--json", "--", "sh", "-c",
+                             f"test -e big.bin && echo big-here; touch {marker}; sleep 1; python3 check.py"],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    gc = run_rewind("gc", cwd=root)
+    assert gc.returncode != 0 and "a bisect is running" in gc.stderr, (gc.returncode, gc.stderr)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    data = json.loads(out)
+    assert data["first_bad"] == 3 and data["missing"] == ["big.bin"], data
+    assert "big-here" not in "\n".join(data["tail"])

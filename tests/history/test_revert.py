@@ -236,3 +236,24 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path):
     proc = _revert(root, "1")          # no terminal to ask on: refused
     assert proc.returncode == 1 and "--yes" in proc.stderr
     assert fingerprint(root) == before
+
+
+def test_the_plan_says_what_it_will_not_undo_outside_the_tree(tmp_path):
+    from helpers import git
+    root = tmp_path / "proj"
+    write(root, "src/a.py", TEN)
+    git("init", "-q", "-b", "main", cwd=root)
+    git("add", "-A", cwd=root)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init", cwd=root)
+    replayed_session(root, tmp_path, "0", [
+        [("bash", "git checkout -q -b early")],
+        [("bash", "git checkout -q -b feature && echo f > f.txt")],
+        [("bash", "echo later > later.txt")],
+    ])
+    out = _revert(root, "2", "--dry-run", check=0).stdout
+    assert "It will not undo (outside the tree):" in out, out
+    effects = [line for line in out.splitlines() if line.startswith("  checkpoint ")]
+    assert effects and all(line.startswith("  checkpoint 2:") for line in effects), effects
+    plan = _plan(root, "2")
+    assert plan["will_not_undo"] and {e["checkpoint"] for e in plan["will_not_undo"]} == {2}
+    assert _outcomes(plan) == {"f.txt": "revert"}
