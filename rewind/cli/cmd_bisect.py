@@ -40,10 +40,15 @@ def _now_tree(project) -> str:
     """The tree as it is, stored (the scan every command makes; the project is only read)."""
     from rewind.capture.pending import locked_completing
     from rewind.capture.working_copy import Scan
-    with locked_completing(project) as wc:
-        scanned = wc.scan(Scan.full())
-        wc.commit(scanned)
-        return scanned.result.root
+    tick = render.progress("bisect")
+    try:
+        with locked_completing(project) as wc:
+            scanned = wc.scan(Scan.full(tick))
+            wc.commit(scanned)
+            return scanned.result.root
+    finally:
+        if tick is not None:
+            tick.close()
 
 
 def _pin(home: str) -> int:
@@ -104,9 +109,10 @@ def bisect_impl(good_s: Optional[str], bad_s: Optional[str], links: list[str], t
         _check_links(project, link_paths, links, [chosen[0], chosen[-1]])
         pin = _pin(project.home)
         previous = signal.signal(signal.SIGTERM, _interrupt)
+        tick = render.progress("bisect")
         try:
             result = bisect(project, chosen, 0, len(chosen) - 1, list(cmd), link_paths, timeout,
-                            on_step=None if as_json else _say_step)
+                            on_step=_closing(tick, None if as_json else _say_step), progress=tick)
         except KeyboardInterrupt:
             render.err("interrupted: the command's processes are stopped and its scratch copy removed; "
                        "the project was not changed")
@@ -118,11 +124,23 @@ def bisect_impl(good_s: Optional[str], bad_s: Optional[str], links: list[str], t
             _say_tail(e.step)
             raise
         finally:
+            if tick is not None:
+                tick.close()
             signal.signal(signal.SIGTERM, previous)
             os.close(pin)
         _report(project, result, cmd, as_json)
     finally:
         project.close()
+
+
+def _closing(tick, then):
+    """The first step's bar goes once that step is done: the step lines follow."""
+    def on_step(step, n, expected):
+        if tick is not None and n == 1:
+            tick.close()
+        if then is not None:
+            then(step, n, expected)
+    return on_step
 
 
 def _interrupt(signum, frame):

@@ -151,8 +151,9 @@ class Scratch:
     mtime, inode), so that what CMD changed is found by one walk of the copy's metadata and
     put back before the next step."""
 
-    def __init__(self, project: Project, links: list[str]):
+    def __init__(self, project: Project, links: list[str], progress=None):
         self.project = project
+        self.progress = progress            # (phase, done, total) while the first tree is written
         self.load = TreeLoader(project.store)
         name = f"{os.getpid()}-{_started(os.getpid())}"
         self.base = os.path.join(project.home, BISECT_DIR, name)
@@ -186,6 +187,7 @@ class Scratch:
 
     def _full(self, tree: str) -> None:
         modes: list[tuple[str, int]] = []
+        total = sum(1 for _, e in _all_under(self.load, tree, "") if e.kind != DIR) if self.progress else 0
 
         def walk(oid: str, rel: str) -> None:
             for name, e in sorted(self.load(oid).items()):
@@ -198,6 +200,8 @@ class Scratch:
                     modes.append((path, e.mode))
                 else:
                     self._put(path, e)
+                    if self.progress is not None and self.files_written % 200 == 0:
+                        self.progress("copying the first checkpoint", self.files_written, total)
         walk(tree, "")
         for path, mode in modes:            # deepest first: a read-only dir is filled first
             os.chmod(self._abs(path), mode)
@@ -369,7 +373,7 @@ def _sig(st) -> tuple:
 
 def _all_under(load, oid: str, prefix: str):
     for name, e in sorted(load(oid).items()):
-        path = f"{prefix}/{name}"
+        path = f"{prefix}/{name}" if prefix else name
         yield path, e
         if e.kind == DIR:
             yield from _all_under(load, e.oid, path)
@@ -448,11 +452,12 @@ def expected_runs(n: int) -> int:
 
 
 def bisect(project: Project, cands: list[Candidate], good: int, bad: int, cmd: list[str],
-           links: list[str], timeout: float | None, on_step: Callable[[Step, int, int], None] | None = None) -> Result:
+           links: list[str], timeout: float | None, on_step: Callable[[Step, int, int], None] | None = None,
+           progress=None) -> Result:
     """Search `cands[good..bad]` (indices) for the first that fails; GOOD must pass and BAD fail."""
     steps: list[Step] = []
     verdicts: dict[int, str] = {}
-    with Scratch(project, links) as scratch:
+    with Scratch(project, links, progress) as scratch:
         log_path = os.path.join(scratch.base, "output.log")
 
         def test(i: int) -> Step:

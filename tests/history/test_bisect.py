@@ -124,6 +124,12 @@ def test_a_linked_ignored_venv_is_used_and_without_it_good_is_refused(tmp_path):
     proc = run_rewind("bisect", "--link", ".venv", "--", *cmd, cwd=root, check=0)
     assert proc.stdout.splitlines()[-1] == "first bad: checkpoint 5", proc.stdout
     assert (root / ".venv/bin/python").exists()                   # the person's venv, untouched
+    # an editable install of the project in that venv (a .pth naming the project's own
+    # directory, as `pip install -e` writes one): `python -m` still runs the copy's code
+    site = next((root / ".venv/lib").glob("python3*/site-packages"))
+    (site / "_editable_proj.pth").write_text(str(root) + "\n")
+    proc = run_rewind("bisect", "--link", ".venv", "--", ".venv/bin/python", "-m", "check", cwd=root, check=0)
+    assert proc.stdout.splitlines()[-1] == "first bad: checkpoint 5", proc.stdout
     bad = run_rewind("bisect", "--link", "lib.py", "--", *cmd, cwd=root)
     assert bad.returncode == 1 and "--link lib.py: checkpoint 1 holds it" in bad.stderr
 
