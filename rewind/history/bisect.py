@@ -23,6 +23,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 from collections import deque
 from typing import Callable, NamedTuple
@@ -134,7 +135,7 @@ def _alive(pid: int, started: str) -> bool:
 
 def _remove(path: str) -> None:
     """Remove a scratch dir whatever CMD left in it (read-only dirs included)."""
-    def onerror(func, p, exc):
+    def again(func, p, exc):
         try:
             os.chmod(os.path.dirname(p), 0o700)
             if os.path.isdir(p) and not os.path.islink(p):
@@ -142,7 +143,10 @@ def _remove(path: str) -> None:
             func(p)
         except OSError:
             pass
-    shutil.rmtree(path, onerror=onerror)
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=again)
+    else:
+        shutil.rmtree(path, onerror=again)
 
 
 class Scratch:
@@ -239,11 +243,13 @@ class Scratch:
                 touched_dirs.add(path)
             else:
                 self._put(path, b)
+        touched_dirs |= {p for p in self.dirty if os.path.isdir(self._abs(p))}    # opened by _clear
         for path in sorted(touched_dirs, key=lambda p: -p.count("/")):
             e = entry_at(self.load, new, path)
             if e is not None and e.kind == DIR:
                 os.chmod(self._abs(path), e.mode)
                 self._note(path)
+                self.dirty.discard(path)
 
     def _parents(self, parent: str, tree: str, touched: set) -> None:
         parts = parent.split("/")
@@ -287,7 +293,14 @@ class Scratch:
         for p in [p for p in self.expect if p == path or p.startswith(path + "/")]:
             del self.expect[p]
         if os.path.islink(full) or (os.path.lexists(full) and not os.path.isdir(full)):
-            os.unlink(full)
+            try:
+                os.unlink(full)
+            except PermissionError:         # CMD made its directory read-only: put back later
+                parent = os.path.dirname(path)
+                os.chmod(os.path.dirname(full), 0o700)
+                if parent:
+                    self.dirty.add(parent)
+                os.unlink(full)
         elif os.path.isdir(full):
             _remove(full)
 

@@ -274,3 +274,11 @@ def test_gc_waits_while_a_bisect_runs_and_a_large_file_is_named(tmp_path):
     data = json.loads(out)
     assert data["first_bad"] == 3 and data["missing"] == ["big.bin"], data
     assert "big-here" not in "\n".join(data["tail"])
+
+
+def test_a_command_that_makes_a_directory_read_only_and_writes_in_it_does_not_break_the_next_step(tmp_path):
+    root = _session(tmp_path, 6, breaks_at=4)
+    cmd = "touch notes/junk; chmod 500 notes; python3 check.py"
+    proc = run_rewind("bisect", "--", "sh", "-c", cmd, cwd=root, check=0)
+    assert proc.stdout.splitlines()[-1] == "first bad: checkpoint 5", proc.stdout
+    assert _scratch(os.environ["REWIND_HOME"]) == []
