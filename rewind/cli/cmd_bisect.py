@@ -15,7 +15,7 @@ from rewind.capture.changes import changes_under
 from rewind.cli import render
 from rewind.cli.argv import paths_after_dashes
 from rewind.cli.common import project_for, project_paths, resolve_checkpoint
-from rewind.cli.ids import parse_id
+from rewind.cli.ids import complete_id, parse_id
 from rewind.cli.list_view import describe
 from rewind.cli.options import JsonOpt, ProjectOpt
 from rewind.errors import RewindError, UsageError
@@ -261,10 +261,10 @@ def _refused_json(project, e: BisectRefused) -> dict:
 
 def register(app: typer.Typer) -> None:
     @app.command("bisect")
-    def bisect_cmd(good: Optional[str] = typer.Argument(None, metavar="[GOOD]",
+    def bisect_cmd(good: Optional[str] = typer.Argument(None, metavar="[GOOD]", autocompletion=complete_id,
                                                         help="A checkpoint where the command passes (default: "
                                                              "the oldest)."),
-                   bad: Optional[str] = typer.Argument(None, metavar="[BAD]",
+                   bad: Optional[str] = typer.Argument(None, metavar="[BAD]", autocompletion=complete_id,
                                                        help="A checkpoint where it fails, or `now` (default)."),
                    link: Optional[list[str]] = typer.Option(None, "--link", metavar="PATH",
                                                             help="Link this ignored path of the project (a .venv, "

@@ -17,7 +17,7 @@ from rewind.capture.snapshot import working_scan
 from rewind.cli import render
 from rewind.cli.argv import paths_after_dashes
 from rewind.cli.common import project_for, project_paths, resolve_checkpoint
-from rewind.cli.ids import parse_id
+from rewind.cli.ids import complete_id, parse_id
 from rewind.cli.json_shapes import KIND_NAMES
 from rewind.cli.list_view import describe
 from rewind.cli.options import JsonOpt, ProjectOpt, YesOpt
@@ -311,7 +311,7 @@ def reverts_text(cp) -> str | None:
 
 def register(app: typer.Typer) -> None:
     @app.command("revert")
-    def revert_cmd(checkpoint: str = typer.Argument(..., metavar="ID[..ID2]",
+    def revert_cmd(checkpoint: str = typer.Argument(..., metavar="ID[..ID2]", autocompletion=complete_id,
                                                     help="The checkpoint whose changes to take back (N, last, "
                                                          "last~N), or a range ID..ID2 (inclusive)."),
                    paths: Optional[list[str]] = typer.Argument(None, metavar="[PATH]...", show_default=False,
