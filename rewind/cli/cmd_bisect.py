@@ -273,7 +273,7 @@ def register(app: typer.Typer) -> None:
                                                            help="Seconds a run may take; a longer one is a skip."),
                    project: ProjectOpt = None,
                    as_json: JsonOpt = False):
-        """Find the first checkpoint at which `-- CMD...` fails, and the prompt that broke it.
+        """Find the first checkpoint at which the command after `--` fails, and the prompt that broke it.
         CMD runs in a scratch copy of each checkpoint (never in the project): exit 0 good,
         125 skip, 1-127 bad, anything else stops."""
         bisect_impl(good, bad, link or [], timeout, project, as_json)

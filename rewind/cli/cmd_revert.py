@@ -329,8 +329,8 @@ def register(app: typer.Typer) -> None:
                    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
                    project: ProjectOpt = None,
                    as_json: JsonOpt = False):
-        """Take back the changes made after checkpoint ID (what `rewind show ID` lists), keeping
-        everything done since: by default the agent's (edit tools and shell commands).
+        """Take back the changes made after checkpoint ID, keeping everything done since.
+        What `rewind show ID` lists, by default the agent's (edit tools and shell commands).
         Later edits to the same files are merged; overlapping ones are left as conflicts.
         A safety checkpoint is taken first; `rewind undo` takes the revert back."""
         if conflicts not in ("skip", "markers"):
