@@ -87,7 +87,7 @@ def test_a_skip_and_a_timeout_are_stepped_over(tmp_path):
     cmd = ("test -e skip-me && test ! -e notes/n5.txt && exit 125; "
            "test -e slow && test ! -e notes/n4.txt && sleep 120; python3 check.py")
     start = time.monotonic()
-    proc = run_rewind("bisect", "--timeout", "8", "--", "sh", "-c", cmd, cwd=root, check=0)
+    proc = run_rewind("bisect", "--timeout", "5", "--", "sh", "-c", cmd, cwd=root, check=0)
     assert proc.stdout.splitlines()[-1] == "first bad: checkpoint 7", proc.stdout
     assert time.monotonic() - start < 90             # the sleeping run was killed, not waited for
     steps = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
