@@ -222,8 +222,10 @@ def run_picker(project):
                     str(cp.number), render.age(cp.created_at), cp.kind)
 
         def refresh_ages(self) -> None:
-            """The age column read again: an open picker's "10s ago" must not stay that."""
-            table = self.query_one("#checkpoints", DataTable)
+            """The age column read again: an open picker's "10s ago" must not stay that. The
+            table is on the first screen, under a dialog that may be open (a query of the app
+            asks the dialog: a restore dialog open at the tick crashed the picker)."""
+            table = self.screen_stack[0].query_one("#checkpoints", DataTable)
             for i, cp in enumerate(self.cps):
                 line = self.lines[i]
                 age = render.age(cp.created_at)
