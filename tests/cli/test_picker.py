@@ -384,7 +384,7 @@ def test_t_takes_back_the_selected_prompt_and_keeps_the_later_work(tmp_path, siz
     async def script(pilot, app, seen):
         await select(pilot, app, "prompt 2")
         await pilot.press("t")
-        await pilot.pause()
+        await pilot.pause(1.5)              # the ages' refresh ticks under the open dialog
         seen["dialog"] = flat(screen_text(app))
         await pilot.press("n")                       # cancel: nothing changes
         await pilot.pause()
