@@ -281,20 +281,28 @@ def resume_with_mock(claude: str, harness, proj, config_dir, session_id: str, tm
 
 
 def replayed_session(root: Path, tmp_path: Path, watch: str, prompts: list[list[tuple]], between=None,
-                     texts: list[str] | None = None) -> None:
+                     texts: list[str] | None = None, in_process: bool = False) -> None:
     """A session from the captured payloads' shapes: each prompt a list of ("write", path,
     content) or ("bash", command) tool calls; `between(i)` runs before prompt i (a person's
     work between prompts); the session stays open (no SessionEnd) so the last prompt's
-    changes are live."""
+    changes are live. Each payload goes to a `rewind hook claude` process, or, `in_process`
+    (watcher off only), to the recorder in this process, as that command hands it on: for
+    tests about what is done with a session's checkpoints, not about the hooks."""
     env = dict(os.environ, CLAUDE_PROJECT_DIR=str(root), REWIND_WATCH=watch)
+    in_process = in_process and watch == "0"
 
     def deliver(payload):
+        if in_process:          # the recorder as `rewind hook claude` runs it, minus the process
+            return local(payload)
         r = subprocess.run([*REWIND, "hook", "claude"], input=json.dumps(payload), env=env, cwd=root,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and r.stdout == "", (payload["hook_event_name"], r.stdout, r.stderr)
         if payload["hook_event_name"] == "SessionStart" and watch == "1":
             wait_ready(root)
 
+    if in_process:
+        from rewind.cli.replay import hook_in_process
+        local = hook_in_process(str(root))
     b = [fill(p, str(root), "s-replayed", str(tmp_path / "cfg")) for p in bundled_session()]
     start, submit, write_pre, write_post, bash_pre, bash_post, stop = (b[i] for i in (0, 1, 2, 3, 6, 7, 8))
     payloads = [copy.deepcopy(start)]

@@ -351,7 +351,7 @@ def test_revert_json_of_what_was_done_keeps_its_golden_shape(tmp_path):
         [("write", str(root / "x.py"), "x\n")],
         [("bash", "sed -i 's/^line 2$/line 2 bad/' src/a.py && mv old.py new.py && echo bad > b.txt")],
         [("bash", "sed -i 's/^line 9$/line 9 good/' src/a.py && echo worse > b.txt")],
-    ], between=person)
+    ], between=person, in_process=True)
     problems = check("revert", ["revert", "2", "--yes", "--json"],
                      "a session replayed through `rewind hook claude`: prompt 2 edits line 2 of src/a.py, "
                      "moves old.py to new.py and rewrites b.txt, the person writes notes.md; prompt 3 "
@@ -368,7 +368,7 @@ def test_bisect_json_keeps_its_golden_shape(tmp_path):
         [("write", str(root / "a.txt"), "a\n")],
         [("bash", "sed -i 's/return 1/return 2/' lib.py")],
         [("write", str(root / "b.txt"), "b\n")],
-    ])
+    ], in_process=True)
     problems = check("bisect", ["bisect", "--json", "--", "python3", "check.py"],
                      "a session replayed through `rewind hook claude`: prompt 2 makes check.py fail", root,
                      each=("$.steps",))

@@ -378,7 +378,7 @@ def test_t_takes_back_the_selected_prompt_and_keeps_the_later_work(tmp_path, siz
         [("write", str(root / "x.py"), "x\n")],
         [("bash", "sed -i 's/^line 2$/line 2 bad/' src/a.py && echo c > c.py")],
         [("bash", "sed -i 's/^line 9$/line 9 good/' src/a.py")],
-    ])
+    ], in_process=True)
     before = fingerprint(root)
 
     async def script(pilot, app, seen):

@@ -25,8 +25,10 @@ def _scratch(home) -> list[str]:
     return os.listdir(base) if os.path.isdir(base) else []
 
 
-def _session(tmp_path, n: int, breaks_at: int, watch="0", extra=None):
-    """n prompts; prompt `breaks_at` makes lib.value() return 2; every prompt adds a file."""
+def _session(tmp_path, n: int, breaks_at: int, watch="0", extra=None, in_process=True):
+    """n prompts; prompt `breaks_at` makes lib.value() return 2; every prompt adds a file.
+    The hooks run in this process (the recorder as `rewind hook claude` hands it on) unless
+    `in_process` is off: what bisect does with the checkpoints is the subject here."""
     root = tmp_path / "proj"
     write(root, "lib.py", "def value():\n    return 1\n")
     write(root, "check.py", CHECK)
@@ -37,13 +39,13 @@ def _session(tmp_path, n: int, breaks_at: int, watch="0", extra=None):
             calls.append(("bash", "sed -i 's/return 1/return 2/' lib.py"))
         calls += [(kind, path.format(root=root), *rest) for kind, path, *rest in (extra or {}).get(i, [])]
         prompts.append(calls)
-    replayed_session(root, tmp_path, watch, prompts)
+    replayed_session(root, tmp_path, watch, prompts, in_process=in_process)
     return root
 
 
 @WATCH
 def test_the_prompt_that_broke_it_is_found_in_log2_n_plus_2_runs_and_the_project_is_not_touched(tmp_path, watch):
-    root = _session(tmp_path, 9, breaks_at=6, watch=watch)
+    root = _session(tmp_path, 9, breaks_at=6, watch=watch, in_process=False)
     runs = tmp_path / "runs.txt"
     before = fingerprint(root)
     proc = run_rewind("bisect", "--", "sh", "-c", f"echo x >> {runs}; python3 check.py", cwd=root,

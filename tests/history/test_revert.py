@@ -20,9 +20,10 @@ WATCH = pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-wa
 TEN = "".join(f"line {i}\n" for i in range(1, 11))
 
 
-def _session(tmp_path, prompts, files=None, between=None, watch="0", links=None):
+def _session(tmp_path, prompts, files=None, between=None, watch="0", links=None, in_process=True):
     """A project with `files` (and `links`: name -> target), then the session's prompts
-    (`{root}` in a path stands for the project)."""
+    (`{root}` in a path stands for the project). The hooks run in this process (as `rewind
+    hook claude` hands them on) unless `in_process` is off; the reverts run the real CLI."""
     root = tmp_path / "proj"
     for rel, data in (files or {"src/a.py": TEN}).items():
         write(root, rel, data)
@@ -30,7 +31,7 @@ def _session(tmp_path, prompts, files=None, between=None, watch="0", links=None)
         os.symlink(target, root / name)
     prompts = [[tuple(str(x).format(root=root) if i == 1 else x for i, x in enumerate(call)) for call in calls]
                for calls in prompts]
-    replayed_session(root, tmp_path, watch, prompts, between=between)
+    replayed_session(root, tmp_path, watch, prompts, between=between, in_process=in_process)
     return root
 
 
@@ -58,7 +59,7 @@ def test_a_middle_prompt_is_taken_back_and_later_work_kept(tmp_path, watch):
         [("write", "{root}/src/b.py", "b = 1\n")],
         [("bash", "sed -i 's/^line 2$/line 2 bad/' src/a.py && mkdir -p gen/sub && echo c > gen/sub/c.py")],
         [("bash", "sed -i 's/^line 9$/line 9 good/' src/a.py && echo d > d.py")],
-    ], watch=watch)
+    ], watch=watch, in_process=False)
     before = fingerprint(root)
     plan = _plan(root, "2", watch=watch)
     assert _outcomes(plan) == {"src/a.py": "merge", "gen/sub/c.py": "revert"}, plan
