@@ -378,14 +378,17 @@ def run_picker(project):
                 self.notify("git state is not a file: a restore leaves HEAD and branches where they are "
                             "(`git switch` or `git reset` moves them)")
 
-        def _restore(self, paths) -> None:
+        def _selected(self):
+            """The selected checkpoint, completed if it was pending; None (and why) if it is not yet."""
             cp = self.current
+            if cp is not None and is_pending(cp):
+                cp = self.completed(cp)
+            return cp
+
+        def _restore(self, paths) -> None:
+            cp = self._selected()
             if cp is None:
                 return
-            if is_pending(cp):
-                cp = self.completed(cp)
-                if cp is None:
-                    return
             # its own scan: it reads what the checkpoint holds even where today's rules ignore it
             plan = plan_for_display(project, cp, paths)
             code = not (plan.empty and not plan.skipped)
@@ -406,13 +409,9 @@ def run_picker(project):
             the plan of `rewind revert N`, then the question."""
             from rewind.cli.cmd_revert import plan_now, revert_lines, revert_view
             from rewind.history.revert import AGENT_SOURCES, WRITES, intervals
-            cp = self.current
+            cp = self._selected()
             if cp is None:
                 return
-            if is_pending(cp):
-                cp = self.completed(cp)
-                if cp is None:
-                    return
             try:
                 cps = intervals(project, cp)
                 current, rp, plan = plan_now(project, cps, AGENT_SOURCES, None, "skip")

@@ -359,11 +359,8 @@ class Scratch:
                     self._clear(path)           # made by CMD
                     changed += 1
                     continue
-                if _sig(st) != want:
-                    if stat.S_ISDIR(st.st_mode) and stat.S_ISDIR(want[0]):
-                        self.dirty.add(path)    # its mode (its contents are looked at below)
-                    else:
-                        self.dirty.add(path)
+                if _sig(st) != want:            # a dir's: its mode (its contents are walked below)
+                    self.dirty.add(path)
                     changed += 1
                 if stat.S_ISDIR(st.st_mode):
                     if not os.access(de.path, os.R_OK | os.X_OK):
@@ -374,7 +371,6 @@ class Scratch:
             if path not in seen:
                 self.dirty.add(path)
                 changed += 1
-        # a file it removed inside a dir that is gone too: rewritten with the dir
         return changed
 
 

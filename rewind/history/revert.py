@@ -183,7 +183,7 @@ def plan_revert(project: Project, cps: list[Checkpoint], current: ScanResult,
             if path in renames.values():
                 continue                        # the old name of a rename: taken with its new one
             if path in renames:
-                o = _rename_back(cp, path, renames[path], before, after, now, load, rows, sources, contents)
+                o = _rename_back(cp, path, renames[path], after, now, load, rows)
                 plan.outcomes.append(o._replace(change=row))
                 if o.outcome == "rename":
                     sets += [(o.renamed_from, None), (o.path, o.entry)]
@@ -254,7 +254,7 @@ def _renames(pairs, rows, sources) -> dict[str, str]:
     return out
 
 
-def _rename_back(cp, new, old, before, after, now, load, rows, sources, contents) -> Outcome:
+def _rename_back(cp, new, old, after, now, load, rows) -> Outcome:
     """`old` was moved to `new` in the interval: move back what `new` holds now (edits made
     there since included), unless the old name is taken again or `new` is gone."""
     src = rows[new].source

@@ -25,6 +25,14 @@ def _scratch(home) -> list[str]:
     return os.listdir(base) if os.path.isdir(base) else []
 
 
+def _until_started(marker, proc, timeout: float = 60) -> None:
+    """Until CMD, run by the bisect in `proc`, has touched `marker`."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.returncode
+        time.sleep(0.05)
+
+
 def _session(tmp_path, n: int, breaks_at: int, watch="0", extra=None, in_process=True):
     """n prompts; prompt `breaks_at` makes lib.value() return 2; every prompt adds a file.
     The hooks run in this process (the recorder as `rewind hook claude` hands it on) unless
@@ -144,10 +152,7 @@ def test_sigint_leaves_nothing_behind(tmp_path):
     proc = subprocess.Popen([*REWIND, "bisect", "--", "sh", "-c",
                              f"python3 check.py || exit 1; touch {marker}; sleep 60"],
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+    _until_started(marker, proc)
     assert _scratch(home)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -164,10 +169,7 @@ def test_a_killed_bisects_copy_is_removed_by_the_next_command(tmp_path):
     home = os.environ["REWIND_HOME"]
     proc = subprocess.Popen([*REWIND, "bisect", "--", "sh", "-c", f"touch {marker}; sleep 60"],
                             cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    _until_started(marker, proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert _scratch(home)
@@ -265,10 +267,7 @@ def test_gc_waits_while_a_bisect_runs_and_a_large_file_is_named(tmp_path):
     proc = subprocess.Popen([*REWIND, "bisect", "--json", "--", "sh", "-c",
                              f"test -e big.bin && echo big-here; touch {marker}; sleep 1; python3 check.py"],
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+    _until_started(marker, proc)
     gc = run_rewind("gc", cwd=root)
     assert gc.returncode != 0 and "a bisect is running" in gc.stderr, (gc.returncode, gc.stderr)
     out, err = proc.communicate(timeout=120)
