@@ -7,9 +7,9 @@ only, no imports at all: the thin hook (hooks/client.py) imports it where such a
 """
 
 SAME_ENV = ("REWIND_HOME", "REWIND_WATCH", "REWIND_CONFIG_HOME", "REWIND_NOW", "REWIND_TESTING",
-            "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "HOME",
+            "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "QWEN_HOME", "COPILOT_HOME", "HOME",
             "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
-PER_CALL_ENV = frozenset({"CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "REWIND_HOOK_TRACE"})
+PER_CALL_ENV = frozenset({"CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "QWEN_PROJECT_DIR", "REWIND_HOOK_TRACE"})
 _SAME_B = frozenset(k.encode() for k in SAME_ENV)
 _PER_CALL_B = frozenset(k.encode() for k in PER_CALL_ENV)
 

@@ -44,7 +44,7 @@ def _bytes(path: str) -> bytes | None:
         return None
 
 
-AGENTS_HELP = "claude, gemini, codex, cursor (generic: see the README)"
+AGENTS_HELP = "claude, gemini, codex, qwen, copilot, opencode, cline, cursor (generic: see the README)"
 
 
 def _first_snapshot(root: str) -> str | None:
@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
         path = mod.settings_path(scope, root)
         before = _bytes(installer.through_link(path))
         command = installer.install(path, agent, mod.HOOK_EVENTS, flat=getattr(mod, "FLAT", False),
-                                    top=getattr(mod, "TOP", None))
+                                    top=getattr(mod, "TOP", None), make_handler=getattr(mod, "handler", None))
         notes = mod.after_install(path, scope) if hasattr(mod, "after_install") else []
         kept_out = gitexclude.keep_out(root, path, agent, before)
         if kept_out:
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
         scope = _scope(mod, scope)
         root = _root(project)
         path = mod.settings_path(scope, root)
-        removed = installer.uninstall(path, agent)
+        removed = installer.uninstall(path, agent, top=getattr(mod, "TOP", None))
         if hasattr(mod, "after_uninstall"):
             mod.after_uninstall(path, scope)
         render.out(f"Removed rewind's {agent} hooks from {path}" if removed else f"No rewind hooks in {path}")
@@ -158,7 +158,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(hooks_app, name="hooks")
 
     @app.command("hook", hidden=False)
-    def hook_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP + ", generic")):
+    def hook_cmd(agent: str = typer.Argument(..., help=AGENTS_HELP + ", generic"),
+                 event: Optional[str] = typer.Argument(None, help="The event, for agents whose payload does not name it (copilot, cline).")):
         """Run by the agent with its hook payload on stdin. Always exits 0, prints nothing."""
         from rewind.hooks.entry import run_hook
-        raise typer.Exit(run_hook([agent]))
+        raise typer.Exit(run_hook([agent] + ([event] if event else [])))

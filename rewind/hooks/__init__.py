@@ -4,6 +4,8 @@ ADAPTERS = {
     "claude": "rewind.hooks.claude",
     "gemini": "rewind.hooks.gemini",
     "codex": "rewind.hooks.codex",
+    "qwen": "rewind.hooks.qwen",
+    "copilot": "rewind.hooks.copilot",
     "cursor": "rewind.hooks.cursor",
     "generic": "rewind.hooks.generic",
 }

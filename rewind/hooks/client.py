@@ -45,12 +45,13 @@ RUN_DIR = "run"                 # in the data dir, 0700: a socket per watched pr
 SUN_PATH_MAX = 107              # sockaddr_un's path, less its NUL
 # What the adapters and rewind read from the environment, forwarded to the watcher: it
 # refuses a call whose behaviour-changing entries differ from its own (envkey.SAME_ENV).
-FORWARDED = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME",
+FORWARDED = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "QWEN_PROJECT_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME",
+             "GEMINI_CLI_HOME", "QWEN_HOME", "COPILOT_HOME",
              "HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
 _FORWARDED_B = frozenset(k.encode() for k in FORWARDED)
 # hooks/__init__.ADAPTERS' names (a test keeps them equal): the package is imported only
 # when the hook does its work itself
-AGENTS = ("claude", "gemini", "codex", "cursor", "generic")
+AGENTS = ("claude", "gemini", "codex", "qwen", "copilot", "cursor", "generic")
 
 
 _finished = False       # the call is over and left nothing to flush or close (see script())
@@ -82,6 +83,7 @@ def main(args: list) -> int:
     data = why = None
     try:
         if agent in AGENTS and sys.stdin is not None and not posix.isatty(0):
+            agent = called(args)
             data = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
             if posix.environ.get(b"REWIND_WATCH") == b"0":
                 why = "watcher off"
@@ -113,7 +115,7 @@ def main(args: list) -> int:
 # the hook's own time, its four hand-offs between the client and the watcher's threads came
 # while the agent starts up on both cores: 28 ms against 16.5 ms for a bare start in its
 # place (Claude Code, the 100,000-file tree, resume mode), where the fork costs ~1 ms.
-SESSION_START_AGENTS = ("claude", "gemini", "codex")     # `"hook_event_name": "SessionStart"`
+SESSION_START_AGENTS = ("claude", "gemini", "codex", "qwen")     # `"hook_event_name": "SessionStart"`
 SESSION_START_MAX = 16 * 1024
 PARENT_EXIT_WAIT_S = 0.2
 
@@ -159,12 +161,21 @@ def _detached() -> bool:
     return False
 
 
+def called(args: list) -> str:
+    """The agent, with the event its hook command names when it names one (`hook.py copilot
+    preToolUse`: Copilot CLI's and Cline's payloads do not say which event they are), as
+    the one name the watcher and entry.run get: `copilot:preToolUse`."""
+    if len(args) > 1 and 0 < len(args[1]) <= 40 and args[1].isalnum() and args[1].isascii():
+        return args[0] + ":" + args[1]
+    return args[0]
+
+
 def _standalone(args: list, data, why) -> int:
     from rewind.hooks import entry
     if data is None:
         return entry.run_hook(args)
     import os
-    return entry.run_standalone(entry.Call(args[0], data, os.environ, None, os.getpid(), why))
+    return entry.run_standalone(entry.Call(called(args), data, os.environ, None, os.getpid(), why))
 
 
 # -- finding the watcher: bytes throughout (paths and environment as the kernel has them),

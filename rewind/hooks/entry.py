@@ -40,7 +40,8 @@ def run_hook(args: list[str]) -> int:
     except BaseException as e:
         failed(Call(agent, b"", os.environ, None, os.getpid()), e)
         return 0
-    return run_standalone(Call(agent, data, os.environ, None, os.getpid()))
+    from rewind.hooks.client import called
+    return run_standalone(Call(called(args), data, os.environ, None, os.getpid()))
 
 
 def run_standalone(call: Call) -> int:
@@ -80,7 +81,8 @@ def run(call: Call, served_root: str | None = None, catalog=None) -> str | None:
     `catalog`: the watcher's serving connection, lent for the call."""
     from rewind.hooks import ADAPTERS
     from rewind.log import log
-    agent, data = call.agent, call.data
+    agent, _, named = call.agent.partition(":")     # the event the hook command named (client.called)
+    data = call.data
     if agent not in ADAPTERS:
         log(f"hook: unknown agent {agent!r} (known: {', '.join(sorted(ADAPTERS))})")
         return None
@@ -97,6 +99,8 @@ def run(call: Call, served_root: str | None = None, catalog=None) -> str | None:
     if not isinstance(payload, dict):
         log(f"hook {agent}: payload is a JSON {type(payload).__name__}, not an object")
         return None
+    if named and not isinstance(payload.get("hook_event_name"), str):
+        payload["hook_event_name"] = named
     if b"\\ud" in data or b"\\uD" in data:      # perhaps a lone surrogate: SQLite takes none
         from rewind.text import unbroken_json
         payload = unbroken_json(payload)

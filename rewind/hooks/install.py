@@ -29,9 +29,19 @@ def hook_command(agent: str) -> str:
     return f"{shlex.quote(sys.executable)} -S {shlex.quote(runner)} {agent}"
 
 
+def command_of(entry) -> str | None:
+    """A handler's command: under "command", or "bash" (Copilot CLI's hooks files)."""
+    if not isinstance(entry, dict):
+        return None
+    cmd = entry.get("command", entry.get("bash"))
+    return cmd if isinstance(cmd, str) else None
+
+
 def _is_ours(entry: dict, agent: str) -> bool:
-    cmd = entry.get("command") if isinstance(entry, dict) else None
-    return isinstance(cmd, str) and "rewind" in cmd and bool(re.search(rf"hook(\.py)? {re.escape(agent)}\s*$", cmd))
+    cmd = command_of(entry)
+    # `hook.py AGENT`, or `hook.py AGENT EVENT` where the payload does not name its event
+    return cmd is not None and "rewind" in cmd and \
+        bool(re.search(rf"hook(\.py)? {re.escape(agent)}( [A-Za-z]+)?\s*$", cmd))
 
 
 def through_link(path: str) -> str:
@@ -122,10 +132,11 @@ def give_back(path: str, remaining: bytes, unchanged, empty: bool, mode: int) ->
 
 
 def install(path: str, agent: str, events: list[tuple[str, str | None, int | None]], flat: bool = False,
-            top: dict | None = None) -> str:
+            top: dict | None = None, make_handler=None) -> str:
     """Merge our entries in: `event -> [{matcher, hooks: [handler]}]` (Claude Code, Gemini,
-    Codex), or with `flat`, `event -> [handler]` (Cursor). `top`: keys the file needs
-    (Cursor's "version"), set only when absent."""
+    Codex, Qwen Code), or with `flat`, `event -> [handler]` (Cursor, Copilot CLI). `top`:
+    keys the file needs (a "version"), set only when absent; `make_handler(event, command,
+    timeout)`: the agent's own handler shape (Copilot CLI's)."""
     path = through_link(path)
     settings, raw = _load(path)
     stripped = strip_ours(settings, agent)
@@ -139,9 +150,12 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
     for key, value in (top or {}).items():
         settings.setdefault(key, value)
     for event, matcher, timeout in events:
-        handler: dict = {"command": command} if flat else {"type": "command", "command": command}
-        if timeout is not None:
-            handler["timeout"] = timeout
+        if make_handler is not None:
+            handler: dict = make_handler(event, command, timeout)
+        else:
+            handler = {"command": command} if flat else {"type": "command", "command": command}
+            if timeout is not None:
+                handler["timeout"] = timeout
         group: dict = handler
         if not flat:
             group = {"matcher": matcher} if matcher is not None else {}
@@ -157,7 +171,9 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
     return command
 
 
-def uninstall(path: str, agent: str) -> bool:
+def uninstall(path: str, agent: str, top: dict | None = None) -> bool:
+    """Take our entries out; a file rewind made, left with nothing but the `top` keys
+    install set, goes."""
     path = through_link(path)
     settings, raw = _load(path)
     if raw is None:
@@ -165,8 +181,10 @@ def uninstall(path: str, agent: str) -> bool:
     stripped = strip_ours(settings, agent)
     if stripped == settings:
         return False
+    top = top or {}
+    rest = {k: v for k, v in stripped.items() if k not in top or top[k] != v}
     give_back(path, (json.dumps(stripped, indent=2) + "\n").encode(),
-              lambda original: json.loads(original) == stripped, not stripped, 0o644)
+              lambda original: json.loads(original) == stripped, not rest, 0o644)
     return True
 
 
@@ -195,7 +213,7 @@ def status(path: str, agent: str) -> dict:
             for h in handlers:
                 if _is_ours(h, agent):
                     events.append(event)
-                    commands.add(h["command"])
+                    commands.add(command_of(h))
     resolves = all(_resolves(c) for c in commands) if commands else None
     return {"path": path, "installed": bool(events), "events": sorted(set(events)),
             "commands": sorted(commands), "command_resolves": resolves}
@@ -218,7 +236,8 @@ def installed_for(root: str) -> list[str]:
 # agents' settings files inside a project, and whose entries they hold
 PROJECT_SETTINGS = {".claude/settings.json": "claude", ".claude/settings.local.json": "claude",
                     ".gemini/settings.json": "gemini", ".codex/hooks.json": "codex",
-                    ".cursor/hooks.json": "cursor"}
+                    ".cursor/hooks.json": "cursor", ".qwen/settings.json": "qwen",
+                    ".github/hooks/rewind.json": "copilot"}
 
 
 def rewind_entries(settings: dict, agent: str) -> dict[str, list]:

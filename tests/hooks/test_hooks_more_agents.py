@@ -1,0 +1,216 @@
+"""Qwen Code, Copilot CLI, OpenCode and Cline: their captured payloads (tests/agents/AGENT/
+payloads, recorded from the real CLIs, shared/agents) parse into the right events, hostile
+ones never break the agent, install and uninstall give back what was there, and a whole
+session of captured payloads, sent through the real `rewind hook`, is recorded and rewound."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import REWIND, harness, run_rewind, write
+from rewind.hooks import copilot, qwen
+
+
+def real(agent: str, name: str, project: str = "/p") -> tuple[dict, dict]:
+    """A captured call: (payload, the environment the agent gave its hook), paths put back."""
+    raw = (harness(agent) / "payloads" / name).read_text().replace("<PROJECT_DIR>", project)
+    rec = json.loads(raw)
+    return rec["payload"], rec.get("env") or {}
+
+
+def hook(agent: str, payload, cwd, *args, env=None) -> subprocess.CompletedProcess:
+    data = payload if isinstance(payload, (bytes, str)) else json.dumps(payload)
+    return subprocess.run([*REWIND, "hook", agent, *args], input=data if isinstance(data, bytes) else data.encode(),
+                          capture_output=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=60)
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+def test_qwen_payloads_map_onto_the_recorder_events():
+    p, env = real("qwen", "UserPromptSubmit.json")
+    ev = qwen.parse(p, env)
+    assert (ev.kind, ev.prompt, ev.project_dir, ev.agent) == ("prompt", "PROMPT-ONE create files", "/p", "qwen")
+    assert ev.prompt_id and ev.transcript_path.endswith(".jsonl")
+    assert qwen.parse(*real("qwen", "UserPromptSubmit.continuation.json")) is None    # the turn goes on
+    ev = qwen.parse(*real("qwen", "PreToolUse.write_file.json"))
+    assert (ev.kind, ev.tool_kind, ev.tool, ev.targets) == ("pre_tool", "edit", "write_file", ["/p/a.txt"])
+    assert ev.tool_use_id
+    ev = qwen.parse(*real("qwen", "PostToolUse.edit.json"))
+    assert (ev.kind, ev.tool_kind, ev.tool, ev.failed) == ("post_tool", "edit", "edit", False)
+    ev = qwen.parse(*real("qwen", "PreToolUse.run_shell_command.json"))
+    assert ev.tool_kind == "shell" and ev.command.startswith("echo x > made_by_shell.txt")
+    ev = qwen.parse(*real("qwen", "PostToolUseFailure.run_shell_command.json"))
+    assert (ev.kind, ev.failed, ev.command) == ("post_tool", True, "echo y > fail.txt; exit 3")
+    assert qwen.parse(*real("qwen", "PreToolUse.read_file.json")) is None
+    assert qwen.parse(*real("qwen", "PostToolBatch.json")) is None
+    assert qwen.parse(*real("qwen", "Stop.json")).kind == "stop"
+    assert qwen.parse(*real("qwen", "SessionStart.json")).source == "startup"
+
+
+def test_copilot_payloads_map_onto_the_recorder_events():
+    def parsed(name, event):
+        p, env = real("copilot", name)
+        return copilot.parse(dict(p, hook_event_name=event), env)
+
+    ev = parsed("userPromptSubmitted.json", "userPromptSubmitted")
+    assert (ev.kind, ev.prompt, ev.cwd, ev.project_dir) == ("prompt", "PROMPT-ONE create files", "/p", None)
+    assert parsed("userPromptTransformed.json", "userPromptTransformed") is None
+    ev = parsed("preToolUse.create.json", "preToolUse")
+    assert (ev.kind, ev.tool_kind, ev.tool, ev.targets) == ("pre_tool", "edit", "create", ["/p/a.txt"])
+    ev = parsed("postToolUse.edit.json", "postToolUse")
+    assert (ev.kind, ev.tool_kind, ev.failed) == ("post_tool", "edit", False)
+    ev = parsed("preToolUse.bash.json", "preToolUse")
+    assert ev.tool_kind == "shell" and ev.command.startswith("echo x > made_by_bash.txt")
+    ev = parsed("postToolUseFailure.edit.json", "postToolUseFailure")
+    assert ev.failed and ev.targets == ["/p/a.txt"]
+    assert parsed("preToolUse.view.json", "preToolUse") is None
+    assert parsed("preToolUse.no_such_tool.json", "preToolUse") is None
+    assert parsed("permissionRequest.bash.json", "permissionRequest") is None
+    ev = parsed("agentStop.json", "agentStop")
+    assert ev.kind == "stop" and ev.transcript_path.endswith("events.jsonl")
+    assert parsed("sessionStart.resume.json", "sessionStart").source == "resume"
+    assert parsed("sessionEnd.json", "sessionEnd").source == "complete"
+    # without the event its command names, nothing
+    assert copilot.parse(real("copilot", "preToolUse.bash.json")[0], {}) is None
+
+
+# -- never breaking the agent ------------------------------------------------------------------------
+
+BAD = [b"", b"not json", b"[]", b"null", b'{"hook_event_name": 5}',
+       b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "write_file", "tool_input": "x"}',
+       b'{"hook_event_name": "UserPromptSubmit", "session_id": ["s"], "prompt": "x"}',
+       b'{"sessionId": "s", "toolName": "create", "toolArgs": {"path": 7}}',
+       b'{"sessionId": "s", "toolName": "bash", "toolArgs": "rm -rf /"}',
+       json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "s\u0000x", "cwd": "/nonexistent",
+                   "sessionId": "s\u0000x", "prompt": "\udcff" * 3}).encode()]
+
+
+@pytest.mark.parametrize("agent,args", [("qwen", ()), ("copilot", ("preToolUse",)),
+                                        ("copilot", ("userPromptSubmitted",)), ("copilot", ("no such event",))])
+@pytest.mark.parametrize("payload", BAD, ids=range(len(BAD)))
+def test_bad_payloads_exit_0_and_print_nothing(tmp_path, agent, args, payload):
+    proc = hook(agent, payload, tmp_path, *args)
+    assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b""
+
+
+# -- installing ----------------------------------------------------------------------------------------
+
+def test_qwen_install_keeps_the_persons_hooks_and_uninstall_is_byte_identical(tmp_path):
+    root = tmp_path / "proj"
+    path = root / ".qwen" / "settings.json"
+    original = b'{\n  "model": {"name": "qwen3"},\n  "hooks": {"PreToolUse": [{"matcher": "edit", "hooks": [{"type": "command", "command": "lint.sh", "timeout": 5000}]}]}\n}\n'
+    write(root, ".qwen/settings.json", original.decode())
+    run_rewind("hooks", "install", "qwen", "--project", root, check=0)
+    run_rewind("hooks", "install", "qwen", "--project", root, check=0)
+    got = json.loads(path.read_text())
+    assert got["model"] == {"name": "qwen3"}
+    assert got["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "lint.sh"
+    assert got["hooks"]["PreToolUse"][1]["matcher"] == qwen.TOOL_MATCHER
+    assert got["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith("hook.py qwen")
+    assert got["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"] == 3000          # milliseconds
+    st = json.loads(run_rewind("hooks", "status", "qwen", "--project", root, "--json", check=0).stdout)
+    assert st[0]["installed"] and st[0]["command_resolves"] and "PostToolUseFailure" in st[0]["events"]
+    run_rewind("hooks", "uninstall", "qwen", "--project", root, check=0)
+    assert path.read_bytes() == original
+
+
+def test_copilot_install_writes_its_own_hooks_file_and_uninstall_takes_it_away(tmp_path):
+    root = tmp_path / "proj"
+    write(root, ".github/hooks/lint.json", '{"version": 1, "hooks": {"preToolUse": []}}')
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    run_rewind("hooks", "install", "copilot", "--project", root, check=0)
+    got = json.loads((root / ".github/hooks/rewind.json").read_text())
+    assert got["version"] == 1
+    entry = got["hooks"]["preToolUse"][0]
+    assert entry["type"] == "command" and entry["bash"].endswith("hook.py copilot preToolUse")
+    assert entry["timeoutSec"] == 120 and "command" not in entry
+    assert set(got["hooks"]) == {e for e, _, _ in copilot.HOOK_EVENTS}
+    st = json.loads(run_rewind("hooks", "status", "copilot", "--project", root, "--json", check=0).stdout)
+    assert st[0]["installed"] and st[0]["command_resolves"]
+    # the file holds this machine's paths: kept out of git
+    assert "/.github/hooks/rewind.json" in (root / ".git/info/exclude").read_text()
+    run_rewind("hooks", "uninstall", "copilot", "--project", root, check=0)
+    assert not (root / ".github/hooks/rewind.json").exists()
+    assert (root / ".github/hooks/lint.json").read_text() == '{"version": 1, "hooks": {"preToolUse": []}}'
+    assert "rewind.json" not in (root / ".git/info/exclude").read_text()
+
+
+# -- whole sessions of captured payloads ---------------------------------------------------------------------
+
+def test_a_qwen_session_of_captured_payloads(tmp_path):
+    """The first two prompts of the captured Qwen Code session, through the real `rewind
+    hook qwen`, with what each tool did done by hand between its hooks."""
+    root = tmp_path / "proj"
+    write(root, "README.md", "# p\n")
+
+    def send(name):
+        p, env = real("qwen", name, str(root))
+        proc = hook("qwen", p, root, env={k: v.replace("<HOME>", str(tmp_path)) for k, v in env.items()})
+        assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b"", proc
+
+    send("SessionStart.json")
+    send("UserPromptSubmit.json")
+    send("PreToolUse.write_file.json")
+    write(root, "a.txt", "alpha\n")
+    send("PostToolUse.write_file.json")
+    send("UserPromptSubmit.continuation.json")
+    send("Stop.json")
+    write(root, "mine.txt", "the person's\n")
+    p, env = real("qwen", "UserPromptSubmit.json", str(root))
+    hook("qwen", dict(p, prompt="PROMPT-TWO edit and shell"), root, env=env)
+    send("PreToolUse.run_shell_command.json")
+    write(root, "made_by_shell.txt", "x\n")
+    send("PostToolUse.run_shell_command.json")
+    send("UserPromptSubmit.continuation.json")
+    send("Stop.json")
+    p, env = real("qwen", "UserPromptSubmit.json", str(root))
+    hook("qwen", dict(p, prompt="PROMPT-THREE"), root, env=env)
+    cps = json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)
+    assert [c["prompt"] for c in cps] == ["PROMPT-THREE", "PROMPT-TWO edit and shell", "PROMPT-ONE create files"]
+    assert {c["agent"] for c in cps} == {"qwen"}
+    one = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)["changes"]}
+    two = {c["path"]: c for c in json.loads(run_rewind("show", "2", "--json", cwd=root, check=0).stdout)["changes"]}
+    assert (one["a.txt"]["source"], one["a.txt"]["tool"]) == ("tool", "write_file")
+    assert one["mine.txt"]["source"] == "external"
+    assert (two["made_by_shell.txt"]["source"], two["made_by_shell.txt"]["command"]) == \
+        ("bash", "echo x > made_by_shell.txt && rm -f src/app.py")
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert sorted(p.name for p in root.iterdir()) == ["README.md"]
+
+
+def test_a_copilot_session_of_captured_payloads_with_two_edits_at_once(tmp_path):
+    """Copilot CLI runs two creates at once (both preToolUse first) and names no tool call:
+    each Post closes its own target's window."""
+    root = tmp_path / "proj"
+    write(root, "README.md", "# p\n")
+    seq = [json.loads(line.replace("<PROJECT_DIR>", str(root)))
+           for line in (harness("copilot") / "payloads" / "sequence.jsonl").read_text().splitlines()]
+
+    def send(rec):
+        proc = hook("copilot", rec["payload"], root, rec["event"], env=rec.get("env") and {})
+        assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b"", proc
+
+    first = seq[:seq.index(next(r for r in seq if r["event"] == "sessionEnd")) + 1]
+    for rec in first:
+        if rec["event"] == "postToolUse" and rec["payload"]["toolName"] == "create":
+            args = rec["payload"]["toolArgs"]
+            write(Path(args["path"]).parent, Path(args["path"]).name, args["file_text"])
+        send(rec)
+    write(root, "mine.txt", "the person's\n")
+    p = dict(seq[1]["payload"], prompt="next")
+    send({"event": "userPromptSubmitted", "payload": p})
+    cps = json.loads(run_rewind("list", "--json", cwd=root, check=0).stdout)
+    assert [(c["prompt"], c["agent"]) for c in cps] == [("next", "copilot"), ("PROMPT-ONE create files", "copilot")]
+    one = {c["path"]: c for c in json.loads(run_rewind("show", "1", "--json", cwd=root, check=0).stdout)["changes"]}
+    assert {p: (c["source"], c["tool"]) for p, c in one.items()} == \
+        {"a.txt": ("tool", "create"), "src/app.py": ("tool", "create"), "src": ("tool", "create"),
+         "mine.txt": ("external", None)} or \
+        {p: (c["source"], c["tool"]) for p, c in one.items() if p != "src"} == \
+        {"a.txt": ("tool", "create"), "src/app.py": ("tool", "create"), "mine.txt": ("external", None)}
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert sorted(p.name for p in root.iterdir()) == ["README.md"]
