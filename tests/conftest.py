@@ -21,6 +21,10 @@ def pytest_configure(config):
         found = agent_cli(agent)
         if found:
             os.environ[var] = found
+    from helpers import AGENT_CLIS_HOME
+    cache = AGENT_CLIS_HOME / "copilot" / "cache"
+    if cache.is_dir() and not os.environ.get("COPILOT_CACHE_HOME"):
+        os.environ["COPILOT_CACHE_HOME"] = str(cache)      # its unpacked self (scripts/install-agents)
     os.environ.pop("REWIND_AGENTS_DIR", None)
 
 # the same list as rewind/history/guard.py MARKERS (tests/history/test_protection.py checks it)

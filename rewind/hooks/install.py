@@ -132,13 +132,18 @@ def give_back(path: str, remaining: bytes, unchanged, empty: bool, mode: int) ->
 
 
 def install(path: str, agent: str, events: list[tuple[str, str | None, int | None]], flat: bool = False,
-            top: dict | None = None, make_handler=None) -> str:
+            top: dict | None = None, make_handler=None, new_top: dict | None = None) -> str:
     """Merge our entries in: `event -> [{matcher, hooks: [handler]}]` (Claude Code, Gemini,
     Codex, Qwen Code), or with `flat`, `event -> [handler]` (Cursor, Copilot CLI). `top`:
-    keys the file needs (a "version"), set only when absent; `make_handler(event, command,
-    timeout)`: the agent's own handler shape (Copilot CLI's)."""
+    keys the file needs (a "version"), set only when absent; `new_top`: keys a file rewind
+    creates starts with (Qwen Code's settings version, which it would otherwise write into
+    the file at its next start: a change in the tree nobody made); `make_handler(event,
+    command, timeout)`: the agent's own handler shape (Copilot CLI's)."""
     path = through_link(path)
     settings, raw = _load(path)
+    if raw is None or not raw.strip():
+        settings = dict(new_top or {})
+    before = json.loads(json.dumps(settings))
     stripped = strip_ours(settings, agent)
     if stripped == settings:
         keep_original(path, raw)    # the original is a file rewind has not changed yet
@@ -163,7 +168,7 @@ def install(path: str, agent: str, events: list[tuple[str, str | None, int | Non
         existing = hooks.get(event)
         hooks[event] = (existing if isinstance(existing, list) else []) + [group]
     new = (json.dumps(settings, indent=2) + "\n").encode()
-    if new != raw:                  # installed already: the file is left as it is
+    if new != raw and (raw is None or settings != before):  # installed already: the file is left as it is
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write(path, new, mode=0o644)
     from rewind.bytecode import ensure_compiled

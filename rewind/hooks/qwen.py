@@ -24,6 +24,7 @@ _KIND = {"SessionStart": "session_start", "UserPromptSubmit": "prompt", "PreTool
 EDIT = {"write_file": "file_path", "edit": "file_path", "notebook_edit": "notebook_path"}
 SHELL = {"run_shell_command"}
 SCOPES = ("project", "user")
+NEW_TOP = {"$version": 4}       # a settings file rewind creates is Qwen Code 0.24's (it writes this itself)
 TOOL_MATCHER = "write_file|edit|notebook_edit|run_shell_command"
 # (event, matcher or None, timeout in ms)
 HOOK_EVENTS = [

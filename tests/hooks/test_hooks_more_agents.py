@@ -119,6 +119,21 @@ def test_qwen_install_keeps_the_persons_hooks_and_uninstall_is_byte_identical(tm
     assert path.read_bytes() == original
 
 
+def test_qwen_settings_rewind_creates_are_qwens_current_version_and_go_at_uninstall(tmp_path):
+    """Qwen Code writes `$version` into a settings file without one at its next start (a
+    change in the tree nobody asked for): a file rewind creates has it already."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    run_rewind("hooks", "install", "qwen", "--project", root, check=0)
+    path = root / ".qwen" / "settings.json"
+    written = path.read_bytes()
+    assert list(json.loads(written)) == ["$version", "hooks"] and json.loads(written)["$version"] == 4
+    run_rewind("hooks", "install", "qwen", "--project", root, check=0)
+    assert path.read_bytes() == written
+    run_rewind("hooks", "uninstall", "qwen", "--project", root, check=0)
+    assert not path.exists()
+
+
 def test_copilot_install_writes_its_own_hooks_file_and_uninstall_takes_it_away(tmp_path):
     root = tmp_path / "proj"
     write(root, ".github/hooks/lint.json", '{"version": 1, "hooks": {"preToolUse": []}}')
@@ -130,6 +145,9 @@ def test_copilot_install_writes_its_own_hooks_file_and_uninstall_takes_it_away(t
     assert entry["type"] == "command" and entry["bash"].endswith("hook.py copilot preToolUse")
     assert entry["timeoutSec"] == 120 and "command" not in entry
     assert set(got["hooks"]) == {e for e, _, _ in copilot.HOOK_EVENTS}
+    written = (root / ".github/hooks/rewind.json").read_bytes()
+    run_rewind("hooks", "install", "copilot", "--project", root, check=0)
+    assert (root / ".github/hooks/rewind.json").read_bytes() == written      # not rewritten
     st = json.loads(run_rewind("hooks", "status", "copilot", "--project", root, "--json", check=0).stdout)
     assert st[0]["installed"] and st[0]["command_resolves"]
     # the file holds this machine's paths: kept out of git

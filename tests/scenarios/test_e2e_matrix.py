@@ -54,6 +54,7 @@ DISCOUNT = "def discount(total, pct):\n    return total * (100 - pct) / 100\n"
 INTRO = "# Guide\n\nStart here.\n"
 SHELL = {   # the shell commands, prompt by prompt
     "report": "mkdir -p reports/2026 && echo ok > reports/2026/run.txt",
+    "dirs": "mkdir -p src/shop/pricing docs/guide",      # Copilot CLI's create wants them first
     "sed": "sed -i 's/old-host/new-host/' config/settings.ini",
     "mvln": "mv docs/notes.txt docs/guide/notes.txt && ln -s src/shop/cart.py cart_link.py",
     "rm": "rm -r build",
@@ -168,11 +169,62 @@ def _codex() -> dict:
     }
 
 
+def _chat(write, edit, read, shell, keys, dirs_first=False) -> dict:
+    """An agent on an OpenAI-compatible model (tests/agents/chat_session.py): its tools'
+    names and their argument names (path, content, old, new). Qwen Code edits (and lets
+    `sed -i` touch) only files read in the session, as Claude Code does; Copilot CLI's
+    create wants the directory made first (`dirs_first`)."""
+    path, content, old, new = keys
+
+    def run(cmd):
+        return {"tool_calls": [{"name": shell[0], "arguments": {"command": SHELL[cmd], **shell[1]}}]}
+    return {
+        "prompts": [
+            {"prompt": PROMPTS[0], "turns": [
+                *([run("dirs")] if dirs_first else []),
+                {"tool_calls": [
+                    {"name": write, "arguments": {path: "<PROJECT_DIR>/src/shop/pricing/discount.py", content: DISCOUNT}},
+                    {"name": write, "arguments": {path: "<PROJECT_DIR>/docs/guide/intro.md", content: INTRO}}]},
+                run("report"), run("branch"), {"text": "Done."}]},
+            {"prompt": PROMPTS[1], "turns": [
+                {"tool_calls": [{"name": read, "arguments": {path: f"<PROJECT_DIR>/{rel}"}}
+                                for rel in ("src/shop/cart.py", "README.md", "config/settings.ini")]},
+                {"tool_calls": [{"name": edit, "arguments": {path: "<PROJECT_DIR>/src/shop/cart.py",
+                                                             old: "return sum(items)",
+                                                             new: "return round(sum(items), 2)"}}]},
+                {"tool_calls": [{"name": edit, "arguments": {path: "<PROJECT_DIR>/README.md", old: "# shop",
+                                                             new: "# Shop"}}]},
+                run("sed"), run("mvln"), run("note"), {"text": "Done."}]},
+            {"prompt": PROMPTS[2], "turns": [run("rm"), run("fail"), run("commit"), {"text": "The tests fail."}]},
+        ],
+        "expect": EXPECT,
+    }
+
+
+def _qwen() -> dict:
+    return _chat("write_file", "edit", "read_file", ("run_shell_command", {"description": "run"}),
+                 ("file_path", "content", "old_string", "new_string"))
+
+
+def _copilot() -> dict:
+    return _chat("create", "edit", "view", ("bash", {"description": "run", "mode": "sync"}),
+                 ("path", "file_text", "old_str", "new_str"), dirs_first=True)
+
+
 AGENTS = {   # scenario, harness flag, install scope, tool names (edit, shell)
     "claude": (_claude, "--claude", "local", ("Write", "Edit"), "Bash"),
     "gemini": (_gemini, "--gemini", "project", ("write_file", "replace"), "run_shell_command"),
     "codex": (_codex, "--codex", "user", ("apply_patch", "apply_patch"), "Bash"),
+    "qwen": (_qwen, "--agent", "project", ("write_file", "edit"), "run_shell_command"),
+    "copilot": (_copilot, "--agent", "project", ("create", "edit"), "bash"),
 }
+
+
+def driver(agent: str, flag: str, binary: str) -> list[str]:
+    """The harness's command line up to its common options."""
+    if flag == "--agent":           # tests/agents/chat_session.py drives them all
+        return [sys.executable, str(harness(agent).parent / "chat_session.py"), "--agent", agent, "--bin", binary]
+    return [sys.executable, str(harness(agent) / "run_session.py"), flag, binary]
 
 
 def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
@@ -228,8 +280,8 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     proj = tmp_path / "proj"
     env = dict(os.environ, REWIND_WATCH=watch, IS_SANDBOX="1")
     with load():
-        r = subprocess.run([sys.executable, str(harness(agent) / "run_session.py"), flag,
-                            wrapper(tmp_path, agent, BINS[agent], scope), "--project-dir", str(proj), "--fresh",
+        r = subprocess.run([*driver(agent, flag, wrapper(tmp_path, agent, BINS[agent], scope)),
+                            "--project-dir", str(proj), "--fresh",
                             "--scenario", str(tmp_path / "scenario.json"), "--mode", "resume"],
                            capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
