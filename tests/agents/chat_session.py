@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -246,13 +245,8 @@ def main(argv=None):
             elif i == 0 and not session:
                 problems.append("prompt 0 gave no session id to resume")
     finally:
-        if srv.poll() is None:
-            srv.send_signal(signal.SIGINT)
-            try:
-                srv.wait(5)
-            except subprocess.TimeoutExpired:
-                srv.kill()
-                srv.wait()
+        srv.kill()          # (its stop timer is a thread that would keep it up after a SIGINT)
+        srv.wait()
     problems += G.check_files(project, scenario.get("expect", {}))
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"agent": a.agent, "session": session, "seconds": round(time.time() - t0, 2),
