@@ -29,7 +29,7 @@ MAKE_TREE = REPO / "benchmarks" / "make_tree.py"
 # scripts/install-agents installs them into AGENT_CLIS_HOME.
 AGENT_CLIS = {"claude": ("Claude Code", "CLAUDE_BIN"), "gemini": ("Gemini CLI", "GEMINI_BIN"),
               "codex": ("Codex CLI", "CODEX_BIN"), "qwen": ("Qwen Code", "QWEN_BIN"),
-              "copilot": ("Copilot CLI", "COPILOT_BIN")}
+              "copilot": ("Copilot CLI", "COPILOT_BIN"), "opencode": ("OpenCode", "OPENCODE_BIN")}
 AGENT_CLIS_HOME = Path(os.environ.get("REWIND_AGENTS_DIR") or REPO / ".agents")
 
 

@@ -95,9 +95,12 @@ def register(app: typer.Typer) -> None:
         root = _root(project)
         path = mod.settings_path(scope, root)
         before = _bytes(installer.through_link(path))
-        command = installer.install(path, agent, mod.HOOK_EVENTS, flat=getattr(mod, "FLAT", False),
-                                    top=getattr(mod, "TOP", None), make_handler=getattr(mod, "handler", None),
-                                    new_top=getattr(mod, "NEW_TOP", None))
+        if hasattr(mod, "install"):        # not a JSON settings file (OpenCode's plugin)
+            command = mod.install(path)
+        else:
+            command = installer.install(path, agent, mod.HOOK_EVENTS, flat=getattr(mod, "FLAT", False),
+                                        top=getattr(mod, "TOP", None), make_handler=getattr(mod, "handler", None),
+                                        new_top=getattr(mod, "NEW_TOP", None))
         notes = mod.after_install(path, scope) if hasattr(mod, "after_install") else []
         kept_out = gitexclude.keep_out(root, path, agent, before)
         if kept_out:
@@ -126,8 +129,11 @@ def register(app: typer.Typer) -> None:
         scope = _scope(mod, scope)
         root = _root(project)
         path = mod.settings_path(scope, root)
-        removed = installer.uninstall(path, agent, top={**(getattr(mod, "NEW_TOP", None) or {}),
-                                                        **(getattr(mod, "TOP", None) or {})})
+        if hasattr(mod, "uninstall"):
+            removed = mod.uninstall(path)
+        else:
+            removed = installer.uninstall(path, agent, top={**(getattr(mod, "NEW_TOP", None) or {}),
+                                                            **(getattr(mod, "TOP", None) or {})})
         if hasattr(mod, "after_uninstall"):
             mod.after_uninstall(path, scope)
         render.out(f"Removed rewind's {agent} hooks from {path}" if removed else f"No rewind hooks in {path}")
@@ -142,7 +148,7 @@ def register(app: typer.Typer) -> None:
         mod = _adapter(agent)
         rows = []
         for scope in getattr(mod, "SCOPES", ()):
-            st = installer.status(mod.settings_path(scope, _root(project)), agent)
+            st = installer.status_of(mod, mod.settings_path(scope, _root(project)), agent)
             st["scope"] = scope
             rows.append(st)
         if as_json:

@@ -20,7 +20,7 @@ def check_hooks(root: str) -> list[dict]:
     for agent, module in sorted(ADAPTERS.items()):
         mod = importlib.import_module(module)
         for scope in getattr(mod, "SCOPES", ()):
-            st = installer.status(mod.settings_path(scope, root), agent)
+            st = installer.status_of(mod, mod.settings_path(scope, root), agent)
             if st.get("error"):
                 out.append(finding("fail", f"{agent} ({scope}): {st['error']}", "fix the JSON file by hand"))
             elif st["installed"]:

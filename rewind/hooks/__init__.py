@@ -6,6 +6,7 @@ ADAPTERS = {
     "codex": "rewind.hooks.codex",
     "qwen": "rewind.hooks.qwen",
     "copilot": "rewind.hooks.copilot",
+    "opencode": "rewind.hooks.opencode",
     "cursor": "rewind.hooks.cursor",
     "generic": "rewind.hooks.generic",
 }

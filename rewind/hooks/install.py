@@ -224,6 +224,11 @@ def status(path: str, agent: str) -> dict:
             "commands": sorted(commands), "command_resolves": resolves}
 
 
+def status_of(mod, path: str, agent: str) -> dict:
+    """`status`, or the adapter's own for an agent whose hooks are not a JSON file (OpenCode's plugin)."""
+    return mod.status(path) if hasattr(mod, "status") else status(path, agent)
+
+
 def installed_for(root: str) -> list[str]:
     """Where rewind's hooks are installed for the project at `root`: "agent (scope)" each,
     read from every agent's settings files (a file that is not valid JSON counts as none)."""
@@ -233,7 +238,7 @@ def installed_for(root: str) -> list[str]:
     for agent, module in sorted(ADAPTERS.items()):
         mod = importlib.import_module(module)
         for scope in getattr(mod, "SCOPES", ()):
-            if status(mod.settings_path(scope, root), agent).get("installed"):
+            if status_of(mod, mod.settings_path(scope, root), agent).get("installed"):
                 found.append(f"{agent} ({scope})")
     return found
 
@@ -242,7 +247,7 @@ def installed_for(root: str) -> list[str]:
 PROJECT_SETTINGS = {".claude/settings.json": "claude", ".claude/settings.local.json": "claude",
                     ".gemini/settings.json": "gemini", ".codex/hooks.json": "codex",
                     ".cursor/hooks.json": "cursor", ".qwen/settings.json": "qwen",
-                    ".github/hooks/rewind.json": "copilot"}
+                    ".github/hooks/rewind.json": "copilot", ".opencode/plugins/rewind.js": "opencode"}
 
 
 def rewind_entries(settings: dict, agent: str) -> dict[str, list]:
@@ -272,6 +277,9 @@ def keep_ours(rel_path: str, current: bytes | None, target: bytes | None) -> byt
     agent = PROJECT_SETTINGS.get(rel_path)
     if agent is None or current is None:
         return None
+    if agent == "opencode":         # rewind's own plugin file: kept as it is now
+        from rewind.hooks.opencode import MARK
+        return current if current.startswith(MARK.encode()) else None
     try:
         now = json.loads(current)
         then = json.loads(target) if target is not None and target.strip() else {}

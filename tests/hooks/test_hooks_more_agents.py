@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -86,11 +87,13 @@ BAD = [b"", b"not json", b"[]", b"null", b'{"hook_event_name": 5}',
        b'{"hook_event_name": "UserPromptSubmit", "session_id": ["s"], "prompt": "x"}',
        b'{"sessionId": "s", "toolName": "create", "toolArgs": {"path": 7}}',
        b'{"sessionId": "s", "toolName": "bash", "toolArgs": "rm -rf /"}',
+       b'{"hook_event_name": "tool.execute.before", "input": {"tool": "write", "sessionID": 5}, "output": []}',
+       b'{"hook_event_name": "chat.message", "input": {"sessionID": "s"}, "output": {"parts": "x"}}',
        json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "s\u0000x", "cwd": "/nonexistent",
                    "sessionId": "s\u0000x", "prompt": "\udcff" * 3}).encode()]
 
 
-@pytest.mark.parametrize("agent,args", [("qwen", ()), ("copilot", ("preToolUse",)),
+@pytest.mark.parametrize("agent,args", [("qwen", ()), ("opencode", ()), ("copilot", ("preToolUse",)),
                                         ("copilot", ("userPromptSubmitted",)), ("copilot", ("no such event",))])
 @pytest.mark.parametrize("payload", BAD, ids=range(len(BAD)))
 def test_bad_payloads_exit_0_and_print_nothing(tmp_path, agent, args, payload):
@@ -232,3 +235,104 @@ def test_a_copilot_session_of_captured_payloads_with_two_edits_at_once(tmp_path)
         {"a.txt": ("tool", "create"), "src/app.py": ("tool", "create"), "mine.txt": ("external", None)}
     run_rewind("to", "1", "--yes", cwd=root, check=0)
     assert sorted(p.name for p in root.iterdir()) == ["README.md"]
+
+
+# -- OpenCode: its plugin ----------------------------------------------------------------------------------
+
+def opencode_call(name: str, project: str = "/p") -> dict:
+    """A captured OpenCode hook call as rewind's plugin hands it on."""
+    rec = json.loads((harness("opencode") / "payloads" / name).read_text().replace("<PROJECT_DIR>", project))
+    hook_name = rec["hook"] if rec["hook"] != "event" else rec["input"]["type"]
+    inp, out = (rec["input"], rec["output"]) if rec["hook"] != "event" else ({}, rec["output"])
+    return {"hook_event_name": hook_name, "directory": project, "input": inp, "output": out}
+
+
+def test_opencode_payloads_map_onto_the_recorder_events():
+    from rewind.hooks import opencode
+    ev = opencode.parse(opencode_call("chat.message.x.json"), {})
+    assert (ev.kind, ev.prompt, ev.project_dir) == ("prompt", "PROMPT-ONE create files", "/p")
+    assert ev.session_id.startswith("ses_") and ev.prompt_id.startswith("msg_")
+    ev = opencode.parse(opencode_call("tool.execute.before.write.json"), {})
+    assert (ev.kind, ev.tool_kind, ev.tool, ev.targets, ev.tool_use_id) == \
+        ("pre_tool", "edit", "write", ["/p/a.txt"], "call_mock_p1_t1_0")
+    ev = opencode.parse(opencode_call("tool.execute.after.edit.json"), {})
+    assert (ev.kind, ev.tool_kind, ev.targets) == ("post_tool", "edit", ["/p/a.txt"])
+    ev = opencode.parse(opencode_call("tool.execute.before.bash.json"), {})
+    assert ev.tool_kind == "shell" and ev.command.startswith("echo x > made_by_bash.txt")
+    assert opencode.parse(opencode_call("tool.execute.before.read.json"), {}) is None
+    assert opencode.parse(opencode_call("tool.execute.before.invalid.json"), {}) is None
+    assert opencode.parse(opencode_call("event.session.idle.json"), {}).kind == "stop"
+    assert opencode.parse(opencode_call("event.session.created.json"), {}).kind == "session_start"
+    assert opencode.parse(opencode_call("event.file.edited.json"), {}) is None
+    failed = opencode.parse({"hook_event_name": "tool.error", "directory": "/p",
+                             "input": {"tool": "bash", "sessionID": "ses_1", "callID": "c1"}, "output": {}}, {})
+    assert (failed.kind, failed.failed, failed.tool_use_id) == ("post_tool", True, "c1")
+
+
+NODE = shutil.which("node")
+
+
+def _plugin(tmp_path, command) -> Path:
+    from rewind.hooks import opencode
+    path = tmp_path / "rewind.mjs"
+    path.write_bytes(opencode.plugin_source(command))
+    return path
+
+
+@pytest.mark.skipif(NODE is None, reason="node not installed")
+def test_the_opencode_plugin_hands_each_event_to_the_hook_and_never_throws(tmp_path):
+    """The plugin, run by node as OpenCode would: every event it records reaches the hook
+    command with its objects; a hook that is missing, slow to die or fails costs the agent
+    nothing (no throw, the call returns)."""
+    seen = tmp_path / "seen.jsonl"
+    recorder = tmp_path / "rec.sh"
+    recorder.write_text(f"#!/bin/sh\ncat >> {seen}\necho >> {seen}\necho noise; exit 3\n")
+    recorder.chmod(0o755)
+    (tmp_path / "m").mkdir()
+    script = tmp_path / "drive.mjs"
+    script.write_text(f"""
+import {{ Rewind }} from {json.dumps(str(_plugin(tmp_path, [str(recorder)])))};
+import {{ Rewind as Missing }} from {json.dumps(str(_plugin(tmp_path / "m", ["/nonexistent/python", "-S"])))};
+for (const make of [Rewind, Missing]) {{
+  const h = await make({{ directory: {json.dumps(str(tmp_path))} }});
+  await h["chat.message"]({{ sessionID: "ses_1" }}, {{ message: {{ role: "user", sessionID: "ses_1" }},
+                          parts: [{{ type: "text", text: "hi" }}] }});
+  await h["tool.execute.before"]({{ tool: "write", sessionID: "ses_1", callID: "c1" }}, {{ args: {{ filePath: "x" }} }});
+  await h["tool.execute.before"]({{ tool: "read", sessionID: "ses_1", callID: "c2" }}, {{ args: {{}} }});
+  await h["tool.execute.after"]({{ tool: "write", sessionID: "ses_1", callID: "c1", args: {{ filePath: "x" }} }}, null);
+  await h.event({{ event: {{ type: "session.idle", properties: {{ sessionID: "ses_1" }} }} }});
+  await h.event({{ event: {{ type: "message.part.updated", properties: {{ part: {{ type: "tool", tool: "bash",
+                 sessionID: "ses_1", callID: "c3", state: {{ status: "error" }} }} }} }} }});
+  await h.event({{ event: {{ type: "file.edited", properties: {{}} }} }});
+  await h.event({{}});
+  await h["tool.execute.before"](undefined, undefined);
+}}
+console.log("done");
+""")
+    r = subprocess.run([NODE, str(script)], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "done\n", "")
+    calls = [json.loads(line) for line in seen.read_text().splitlines() if line.strip()]
+    assert [c["hook_event_name"] for c in calls] == ["chat.message", "tool.execute.before", "tool.execute.after",
+                                                    "session.idle", "tool.error"]
+    assert calls[1]["input"]["callID"] == "c1" and calls[1]["output"]["args"] == {"filePath": "x"}
+    assert all(c["directory"] == str(tmp_path) for c in calls)
+
+
+def test_opencode_install_writes_rewinds_plugin_and_uninstall_takes_it_away(tmp_path):
+    root = tmp_path / "proj"
+    write(root, ".opencode/plugins/theirs.js", "export const X = async () => ({});\n")
+    run_rewind("hooks", "install", "opencode", "--project", root, check=0)
+    plugin = root / ".opencode/plugins/rewind.js"
+    source = plugin.read_text()
+    assert source.startswith("// rewind's OpenCode plugin") and "hook.py\", \"opencode\"]" in source
+    st = json.loads(run_rewind("hooks", "status", "opencode", "--project", root, "--json", check=0).stdout)
+    assert st[0]["installed"] and st[0]["command_resolves"]
+    run_rewind("hooks", "install", "opencode", "--project", root, check=0)
+    assert plugin.read_text() == source
+    run_rewind("hooks", "uninstall", "opencode", "--project", root, check=0)
+    assert not plugin.exists() and (root / ".opencode/plugins/theirs.js").exists()
+    # a file of that name that is not rewind's is left alone
+    write(root, ".opencode/plugins/rewind.js", "// mine\n")
+    proc = run_rewind("hooks", "install", "opencode", "--project", root)
+    assert proc.returncode != 0 and "not rewind's plugin" in proc.stderr and "Traceback" not in proc.stderr
+    assert plugin.read_text() == "// mine\n"

@@ -211,12 +211,18 @@ def _copilot() -> dict:
                  ("path", "file_text", "old_str", "new_str"), dirs_first=True)
 
 
+def _opencode() -> dict:
+    return _chat("write", "edit", "read", ("bash", {"description": "run"}),
+                 ("filePath", "content", "oldString", "newString"))
+
+
 AGENTS = {   # scenario, harness flag, install scope, tool names (edit, shell)
     "claude": (_claude, "--claude", "local", ("Write", "Edit"), "Bash"),
     "gemini": (_gemini, "--gemini", "project", ("write_file", "replace"), "run_shell_command"),
     "codex": (_codex, "--codex", "user", ("apply_patch", "apply_patch"), "Bash"),
     "qwen": (_qwen, "--agent", "project", ("write_file", "edit"), "run_shell_command"),
     "copilot": (_copilot, "--agent", "project", ("create", "edit"), "bash"),
+    "opencode": (_opencode, "--agent", "project", ("write", "edit"), "bash"),
 }
 
 
@@ -287,6 +293,8 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
     skip = (".git",)
     before, final = fingerprint(tmp_path / "before", skip), fingerprint(proj, skip)
+    if agent == "opencode":     # OpenCode writes it at its first start, before the first prompt (checkpoint 1)
+        before[".opencode/.gitignore"] = final[".opencode/.gitignore"]
 
     cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
     assert [c["kind"] for c in cps] == ["prompt"] * 3 and all(c["agent"] == agent for c in cps)
@@ -381,4 +389,7 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
         run_rewind("undo", "--yes", cwd=proj, check=0)
     assert fingerprint(proj, skip) == final
     log = Path(os.environ["REWIND_HOME"]) / "rewind.log"
-    assert not log.exists(), log.read_text()
+    # OpenCode writes .opencode/.gitignore at its first start: the watcher rescans, rightly, and says so
+    said = [line for line in (log.read_text().splitlines() if log.exists() else [])
+            if not (agent == "opencode" and line.endswith("full scan: an ignore file changed (.opencode/.gitignore)"))]
+    assert not said, "\n".join(said)
