@@ -7,6 +7,7 @@ ADAPTERS = {
     "qwen": "rewind.hooks.qwen",
     "copilot": "rewind.hooks.copilot",
     "opencode": "rewind.hooks.opencode",
+    "cline": "rewind.hooks.cline",
     "cursor": "rewind.hooks.cursor",
     "generic": "rewind.hooks.generic",
 }

@@ -51,7 +51,7 @@ FORWARDED = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "QWEN_PROJECT_DIR", "CL
 _FORWARDED_B = frozenset(k.encode() for k in FORWARDED)
 # hooks/__init__.ADAPTERS' names (a test keeps them equal): the package is imported only
 # when the hook does its work itself
-AGENTS = ("claude", "gemini", "codex", "qwen", "copilot", "opencode", "cursor", "generic")
+AGENTS = ("claude", "gemini", "codex", "qwen", "copilot", "opencode", "cline", "cursor", "generic")
 
 
 _finished = False       # the call is over and left nothing to flush or close (see script())

@@ -243,6 +243,8 @@ def installed_for(root: str) -> list[str]:
     return found
 
 
+PLUGIN_MARK = "// rewind's OpenCode plugin"     # the first line of the plugin rewind writes (hooks/opencode.py)
+
 # agents' settings files inside a project, and whose entries they hold
 PROJECT_SETTINGS = {".claude/settings.json": "claude", ".claude/settings.local.json": "claude",
                     ".gemini/settings.json": "gemini", ".codex/hooks.json": "codex",
@@ -278,8 +280,7 @@ def keep_ours(rel_path: str, current: bytes | None, target: bytes | None) -> byt
     if agent is None or current is None:
         return None
     if agent == "opencode":         # rewind's own plugin file: kept as it is now
-        from rewind.hooks.opencode import MARK
-        return current if current.startswith(MARK.encode()) else None
+        return current if current.startswith(PLUGIN_MARK.encode()) else None
     try:
         now = json.loads(current)
         then = json.loads(target) if target is not None and target.strip() else {}

@@ -29,7 +29,7 @@ _KIND = {"chat.message": "prompt", "tool.execute.before": "pre_tool", "tool.exec
          "session.deleted": "session_end"}
 SCOPES = ("project", "user")
 PLUGIN = "rewind.js"
-MARK = "// rewind's OpenCode plugin"
+MARK = "// rewind's OpenCode plugin"    # install.PLUGIN_MARK (this module is on the hook path: no import of it)
 
 
 def _dict(v) -> dict:

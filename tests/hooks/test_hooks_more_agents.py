@@ -93,7 +93,8 @@ BAD = [b"", b"not json", b"[]", b"null", b'{"hook_event_name": 5}',
                    "sessionId": "s\u0000x", "prompt": "\udcff" * 3}).encode()]
 
 
-@pytest.mark.parametrize("agent,args", [("qwen", ()), ("opencode", ()), ("copilot", ("preToolUse",)),
+@pytest.mark.parametrize("agent,args", [("qwen", ()), ("opencode", ()), ("cline", ("PreToolUse",)),
+                                        ("copilot", ("preToolUse",)),
                                         ("copilot", ("userPromptSubmitted",)), ("copilot", ("no such event",))])
 @pytest.mark.parametrize("payload", BAD, ids=range(len(BAD)))
 def test_bad_payloads_exit_0_and_print_nothing(tmp_path, agent, args, payload):
@@ -318,6 +319,25 @@ console.log("done");
     assert all(c["directory"] == str(tmp_path) for c in calls)
 
 
+def test_the_plugin_marks_agree():
+    from rewind.hooks import install, opencode
+    assert install.PLUGIN_MARK == opencode.MARK
+    assert opencode.plugin_source(["x"]).startswith(opencode.MARK.encode())
+
+
+def test_the_event_named_by_the_command_is_joined_alike_by_client_and_entry(tmp_path):
+    from rewind.hooks import client
+    assert client.called(["copilot", "preToolUse"]) == "copilot:preToolUse"
+    assert client.called(["copilot", "pre tool"]) == client.called(["copilot", ""]) == "copilot"
+    write(tmp_path, "a.txt", "a\n")
+    # standalone (no watcher): the entry joins it itself, and the prompt is recorded
+    p = {"sessionId": "s1", "cwd": str(tmp_path), "prompt": "named by the command"}
+    assert hook("copilot", p, tmp_path, "userPromptSubmitted").returncode == 0
+    assert hook("copilot", p, tmp_path).returncode == 0                  # no event: nothing
+    cps = json.loads(run_rewind("list", "--json", cwd=tmp_path, check=0).stdout)
+    assert [c["prompt"] for c in cps] == ["named by the command"]
+
+
 def test_opencode_install_writes_rewinds_plugin_and_uninstall_takes_it_away(tmp_path):
     root = tmp_path / "proj"
     write(root, ".opencode/plugins/theirs.js", "export const X = async () => ({});\n")
@@ -336,3 +356,55 @@ def test_opencode_install_writes_rewinds_plugin_and_uninstall_takes_it_away(tmp_
     proc = run_rewind("hooks", "install", "opencode", "--project", root)
     assert proc.returncode != 0 and "not rewind's plugin" in proc.stderr and "Traceback" not in proc.stderr
     assert plugin.read_text() == "// mine\n"
+
+
+# -- Cline: hook executables, from its docs and one captured prompt ------------------------------------------
+
+def test_cline_payloads_map_onto_the_recorder_events():
+    from rewind.hooks import cline
+
+    def parsed(name, event):
+        p, env = real("cline", name)
+        return cline.parse(dict(p, hook_event_name=event), env)
+
+    ev = parsed("TaskStart.json", "TaskStart")
+    assert (ev.kind, ev.cwd, ev.prompt_source) == ("prompt", "/p", "task-start") and ev.session_id
+    ev = parsed("PreToolUse.editor.json", "PreToolUse")
+    assert (ev.kind, ev.tool_kind, ev.tool, ev.targets, ev.tool_use_id) == \
+        ("pre_tool", "edit", "editor", ["/p/a.txt"], "call_mock_p1_t1_0")
+    ev = parsed("PostToolUse.run_commands.json", "PostToolUse")
+    assert (ev.tool_kind, ev.command, ev.failed) == ("shell", "echo x > made_by_bash.txt && rm -f src/app.py", False)
+    assert parsed("PreToolUse.read_files.json", "PreToolUse") is None
+    assert parsed("TaskComplete.json", "TaskComplete").kind == "stop"
+    # the documented shape (the extension's): parameters only
+    ev = cline.parse({"hook_event_name": "PreToolUse", "taskId": "t", "workspaceRoots": ["/p"],
+                      "preToolUse": {"toolName": "write_to_file", "parameters": {"path": "src/x.ts"}}}, {})
+    assert ev.targets == ["src/x.ts"]
+    ev = cline.parse({"hook_event_name": "UserPromptSubmit", "taskId": "t", "workspaceRoots": ["/p"],
+                      "userPromptSubmit": {"prompt": "and the tests"}}, {})
+    assert (ev.kind, ev.prompt) == ("prompt", "and the tests")
+
+
+def test_cline_install_chains_the_persons_hook_and_uninstall_puts_it_back(tmp_path):
+    root = tmp_path / "proj"
+    hooks = root / ".clinerules" / "hooks"
+    seen = tmp_path / "seen.json"
+    write(hooks, "PreToolUse", f"#!/bin/sh\ncat > {seen}\necho '{{\"cancel\": true, \"errorMessage\": \"no\"}}'\n")
+    (hooks / "PreToolUse").chmod(0o755)
+    theirs = (hooks / "PreToolUse").read_bytes()
+    run_rewind("hooks", "install", "cline", "--project", root, check=0)
+    run_rewind("hooks", "install", "cline", "--project", root, check=0)
+    from rewind.hooks import cline
+    assert sorted(p.name for p in hooks.iterdir()) == sorted([*cline.EVENTS, "PreToolUse.rewind-chained"])
+    st = json.loads(run_rewind("hooks", "status", "cline", "--project", root, "--json", check=0).stdout)
+    assert st[0]["installed"] and st[0]["command_resolves"] and len(st[0]["events"]) == len(cline.EVENTS)
+    payload, _ = real("cline", "PreToolUse.editor.json", str(root))
+    r = subprocess.run([str(hooks / "PreToolUse")], input=json.dumps(payload), capture_output=True, text=True,
+                       cwd=root, timeout=60)
+    assert json.loads(r.stdout) == {"cancel": True, "errorMessage": "no"}      # the person's answer
+    assert json.loads(seen.read_text()) == payload                            # with the same payload
+    r = subprocess.run([str(hooks / "PostToolUse")], input="not json", capture_output=True, text=True,
+                       cwd=root, timeout=60)
+    assert (r.returncode, json.loads(r.stdout), r.stderr) == (0, {"cancel": False}, "")
+    run_rewind("hooks", "uninstall", "cline", "--project", root, check=0)
+    assert [p.name for p in hooks.iterdir()] == ["PreToolUse"] and (hooks / "PreToolUse").read_bytes() == theirs
