@@ -40,6 +40,7 @@ import _common as common  # noqa: E402
 
 REPO = common.REPO
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 from helpers import AGENT_CLIS_HOME, agent_cli  # noqa: E402
 
 TOOLS = {   # write, edit, read, shell (name, extra arguments), argument names (path, content, old, new)
@@ -79,7 +80,8 @@ def run(agent: str, binary: str, work: Path, prompts: int, watch: str, bare: boo
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     log, marks = work / "calls.log", work / "prompts.log"
-    py = sys.executable
+    from rewind.hooks.install import hook_command
+    py = shlex.split(hook_command(agent))[0]          # the interpreter the installed hooks run
     timed = work / "timed-python"
     timer(timed, log, [py, "-S", "-c", "import sys; sys.stdin.buffer.read()"] if bare else [py])
     rewind = " ".join(map(shlex.quote, common.rewind_cmd()))
@@ -91,7 +93,7 @@ def run(agent: str, binary: str, work: Path, prompts: int, watch: str, bare: boo
         "#!/bin/bash\n"
         f"echo $EPOCHREALTIME >> {shlex.quote(str(marks))}\n"
         f"{rewind} hooks install {agent} --project \"$PWD\" >/dev/null || exit 97\n"
-        f"for f in {files}; do [ -f \"$f\" ] && sed -i 's#{py}#{timed}#g' \"$f\"; done\n"
+        f"for f in {files}; do [ -f \"$f\" ] && sed -i 's#[^\" ]*/python[0-9.]*\\( -S\\|\", \"-S\\)#{timed}\\1#g' \"$f\"; done\n"
         f"exec {shlex.quote(binary)} \"$@\"\n")
     wrapper.chmod(0o755)
     (work / "scenario.json").write_text(json.dumps(scenario(agent, prompts)))
