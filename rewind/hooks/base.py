@@ -50,6 +50,11 @@ class Event:
     task: dict | None = None
 
 
+def obj(value) -> dict:
+    """A payload's object field, or {} for anything else."""
+    return value if isinstance(value, dict) else {}
+
+
 def text(value, limit: int | None = None) -> str | None:
     """A payload's string field as rewind stores it: None unless it is a string, NUL bytes
     dropped (SQLite and paths refuse them), cut at `limit`."""

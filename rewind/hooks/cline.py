@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 
-from rewind.hooks.base import Event, text
+from rewind.hooks.base import Event, obj as _dict, text
 
 AGENT = "cline"
 _KIND = {"TaskStart": "prompt", "TaskResume": "prompt", "UserPromptSubmit": "prompt",
@@ -33,10 +32,6 @@ SCOPES = ("project", "user")
 EVENTS = tuple(_KIND)
 CHAINED = ".rewind-chained"
 MARK = "# rewind's Cline hook"
-
-
-def _dict(v) -> dict:
-    return v if isinstance(v, dict) else {}
 
 
 def _args(payload: dict, key: str, call: str) -> dict:
@@ -114,41 +109,30 @@ def script(command: str, event: str, chained: bool) -> bytes:
             f"{' and puts back the one it runs after' if chained else ''})\n{body}").encode()
 
 
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-
-
 def _ours(data: bytes | None) -> bool:
     return data is not None and MARK.encode() in data[:200]
 
 
 def install(path: str) -> str:
-    from rewind.fsutil import atomic_write
-    from rewind.hooks.install import hook_command
+    from rewind.hooks.install import hook_command, read_bytes, write_if_changed
     command = hook_command(AGENT)
-    os.makedirs(path, exist_ok=True)
     for event in EVENTS:
         target = os.path.join(path, event)
-        current = _read(target)
+        current = read_bytes(target)
         if current is not None and not _ours(current) and not os.path.lexists(target + CHAINED):
             os.rename(target, target + CHAINED)          # the person's hook runs after ours
-        source = script(command, event, os.path.lexists(target + CHAINED))
-        if _read(target) != source:
-            atomic_write(target, source, mode=0o755)
+        write_if_changed(target, script(command, event, os.path.lexists(target + CHAINED)), 0o755)
     from rewind.bytecode import ensure_compiled
     ensure_compiled()
     return command
 
 
 def uninstall(path: str) -> bool:
+    from rewind.hooks.install import read_bytes
     removed = False
     for event in EVENTS:
         target = os.path.join(path, event)
-        if _ours(_read(target)):
+        if _ours(read_bytes(target)):
             os.unlink(target)
             removed = True
             if os.path.lexists(target + CHAINED):
@@ -157,10 +141,11 @@ def uninstall(path: str) -> bool:
 
 
 def status(path: str) -> dict:
-    from rewind.hooks.install import _resolves
+    import shlex
+    from rewind.hooks.install import _resolves, read_bytes
     events, commands = [], set()
     for event in EVENTS:
-        data = _read(os.path.join(path, event))
+        data = read_bytes(os.path.join(path, event))
         if _ours(data):
             events.append(event)
             line = next((ln for ln in data.decode("utf-8", "replace").splitlines() if "hook.py" in ln), "")

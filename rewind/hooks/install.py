@@ -98,6 +98,22 @@ def _strip(settings: dict, agent: str) -> dict:
     return settings
 
 
+def read_bytes(path: str) -> bytes | None:
+    """A file's bytes; None when there is none."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def write_if_changed(path: str, data: bytes, mode: int) -> None:
+    """A file rewind owns (OpenCode's plugin, Cline's hooks), written only when it differs."""
+    if read_bytes(path) != data:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write(path, data, mode=mode)
+
+
 BACKUP = ".rewind-backup"
 
 

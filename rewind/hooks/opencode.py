@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 
-from rewind.hooks.base import Event, text
+from rewind.hooks.base import Event, obj as _dict, text
 
 AGENT = "opencode"
 EDIT = {"write", "edit", "patch", "multiedit", "apply_patch"}
@@ -30,10 +30,6 @@ _KIND = {"chat.message": "prompt", "tool.execute.before": "pre_tool", "tool.exec
 SCOPES = ("project", "user")
 PLUGIN = "rewind.js"
 MARK = "// rewind's OpenCode plugin"    # install.PLUGIN_MARK (this module is on the hook path: no import of it)
-
-
-def _dict(v) -> dict:
-    return v if isinstance(v, dict) else {}
 
 
 def parse(payload: dict, env: dict) -> Event | None:
@@ -101,14 +97,6 @@ def plugin_source(command: list[str]) -> bytes:
     return template.replace("__REWIND_COMMAND__", json.dumps(command)).encode()
 
 
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
 def _ours(data: bytes | None) -> bool:
     return data is not None and data.startswith(MARK.encode())
 
@@ -118,31 +106,28 @@ def install(path: str) -> str:
     this name that is not rewind's is refused)."""
     import shlex
     from rewind.errors import SettingsFileInvalid
-    from rewind.fsutil import atomic_write
-    from rewind.hooks.install import hook_command
-    current = _read(path)
+    from rewind.hooks.install import hook_command, read_bytes, write_if_changed
+    current = read_bytes(path)
     if current is not None and not _ours(current):
         raise SettingsFileInvalid(f"{path} exists and is not rewind's plugin; not touching it",
                                   hint="rename it, then run the command again")
-    source = plugin_source(shlex.split(hook_command(AGENT)))
-    if source != current:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write(path, source, mode=0o644)
+    write_if_changed(path, plugin_source(shlex.split(hook_command(AGENT))), 0o644)
     from rewind.bytecode import ensure_compiled
     ensure_compiled()
     return hook_command(AGENT)
 
 
 def uninstall(path: str) -> bool:
-    if not _ours(_read(path)):
+    from rewind.hooks.install import read_bytes
+    if not _ours(read_bytes(path)):
         return False
     os.unlink(path)
     return True
 
 
 def status(path: str) -> dict:
-    from rewind.hooks.install import _resolves
-    data = _read(path)
+    from rewind.hooks.install import _resolves, read_bytes
+    data = read_bytes(path)
     if not _ours(data):
         return {"path": path, "installed": False}
     line = next((ln for ln in data.decode("utf-8", "replace").splitlines() if ln.startswith("const COMMAND = ")), "")
