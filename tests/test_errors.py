@@ -59,7 +59,7 @@ def test_a_checkpoint_without_a_session_has_no_conversation(tmp_path):
     proj = project(root)
     try:
         cp, _ = capture(proj, "manual")
-        with pytest.raises(errors.ConversationUnavailable, match="Claude Code sessions"):
+        with pytest.raises(errors.ConversationUnavailable, match="and OpenCode sessions"):
             fork(cp, dry_run=True)
     finally:
         proj.close()

@@ -4,7 +4,6 @@ or left alone."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
@@ -290,25 +289,19 @@ def say_rewound(target, safety, plan: RestorePlan) -> None:
     render.out(render.fit(rewound_text(target, safety, plan)))
 
 
-def forked_text(target, new_id: str, root: str, transcript: str) -> str:
+def forked_text(target, new_id: str, root: str, where: str) -> str:
     """What a conversation fork wrote and the command that continues it (two lines; said by
     `rewind to --conversation` and by the picker)."""
     return (f"Conversation: a new session {new_id} that ends before checkpoint {target.number}'s prompt "
-            f"(the original transcript is untouched).\n"
-            f"  continue it with:  {resume_command(root, new_id, transcript)}")
+            f"(the original session is untouched).\n"
+            f"  continue it with:  {resume_command(target, root, new_id, where)}")
 
 
-def resume_command(root: str, new_id: str, transcript: str) -> str:
-    """`cd ROOT && claude --resume ID`, with the CLAUDE_CONFIG_DIR the transcript lives under
-    (<config dir>/projects/<project>/<id>.jsonl) when it is not the default ~/.claude: Claude
-    Code looks for the session there and nowhere else."""
-    import shlex
-    config = os.path.dirname(os.path.dirname(os.path.dirname(transcript)))
-    env = ""
-    if os.path.basename(os.path.dirname(os.path.dirname(transcript))) == "projects" and \
-            os.path.realpath(config) != os.path.realpath(os.path.expanduser("~/.claude")):
-        env = f"CLAUDE_CONFIG_DIR={shlex.quote(config)} "
-    return f"cd {render.display_path(root)} && {env}claude --resume {new_id}"
+def resume_command(target, root: str, new_id: str, where: str) -> str:
+    """The agent's own command that continues the fork, in the project's folder (with the
+    config directory its session lives under when that is not the agent's default)."""
+    from rewind.history.conversation import resume_command as agents_command
+    return agents_command(target, root, new_id, where, render.display_path(root))
 
 
 def left_alone(plan: RestorePlan, what: str, again: str) -> None:

@@ -41,6 +41,15 @@ HOOK_EVENTS = [
 ]
 
 
+def _events_file(session_id: str, env: dict) -> str | None:
+    """Where Copilot keeps the session (its payloads name it at agentStop only): the
+    COPILOT_HOME of its hooks' environment, or ~/.copilot; None for an id that is no name."""
+    if session_id in (".", "..") or "/" in session_id or "\0" in session_id:
+        return None
+    home = env.get("COPILOT_HOME") or (os.path.join(env["HOME"], ".copilot") if env.get("HOME") else None)
+    return os.path.join(home, "session-state", session_id, "events.jsonl") if home and os.path.isabs(home) else None
+
+
 def handler(event: str, command: str, timeout: int | None) -> dict:
     """One entry of the hooks file: the command names its event (the payload does not)."""
     entry = {"type": "command", "bash": f"{command} {event}"}
@@ -56,7 +65,7 @@ def parse(payload: dict, env: dict) -> Event | None:
     if kind is None or not session_id:
         return None
     ev = Event(agent=AGENT, kind=kind, session_id=session_id, cwd=text(payload.get("cwd"), 4096),
-               transcript_path=text(payload.get("transcriptPath"), 4096))
+               transcript_path=text(payload.get("transcriptPath"), 4096) or _events_file(session_id, env))
     if kind == "session_start":
         ev.source = text(payload.get("source"), 50)
     elif kind == "session_end":

@@ -32,6 +32,12 @@ PLUGIN = "rewind.js"
 MARK = "// rewind's OpenCode plugin"    # install.PLUGIN_MARK (this module is on the hook path: no import of it)
 
 
+def _database(env: dict) -> str | None:
+    """Where OpenCode keeps its sessions: its XDG_DATA_HOME (or ~/.local/share)."""
+    data = env.get("XDG_DATA_HOME") or (os.path.join(env["HOME"], ".local", "share") if env.get("HOME") else None)
+    return os.path.join(data, "opencode", "opencode.db") if data and os.path.isabs(data) else None
+
+
 def parse(payload: dict, env: dict) -> Event | None:
     name = payload.get("hook_event_name")
     kind = _KIND.get(name) if isinstance(name, str) else None
@@ -45,7 +51,8 @@ def parse(payload: dict, env: dict) -> Event | None:
     if not session:
         return None
     where = text(payload.get("directory"), 4096)
-    ev = Event(agent=AGENT, kind=kind, session_id=session, cwd=where, project_dir=where)
+    ev = Event(agent=AGENT, kind=kind, session_id=session, cwd=where, project_dir=where,
+               transcript_path=_database(env))
     if kind == "prompt":
         if message.get("role") not in (None, "user"):
             return None

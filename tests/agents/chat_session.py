@@ -8,7 +8,7 @@ Starts mock_chat.py on a free 127.0.0.1 port, gives the CLI a home of its own un
 project files against the scenario's "expect".
 
     python3 chat_session.py --agent qwen|copilot|opencode --bin PATH --scenario S.json \
-        --project-dir DIR [--out DIR] [--fresh] [--netns auto|on|off] [--timeout S]
+        --project-dir DIR [--out DIR] [--fresh] [--netns auto|on|off] [--timeout S] [--resume ID]
 
 The scenario: {"setup": {"files": {...}}, "prompts": [{"prompt": P, "turns": [{"text": T,
 "tool_calls": [{"name": TOOL, "arguments": {...}}]}]}], "expect": {...}} (mock_chat.py's
@@ -93,7 +93,7 @@ class Qwen:
 
 class Copilot:
     """Copilot CLI 1.0.102: `copilot -p PROMPT --allow-all --output-format json`, then
-    `--continue` (the home holds this session only)."""
+    `--resume=ID` (the id its result line names)."""
 
     def setup(self, home, project, base_url, env):
         os.makedirs(os.path.join(home, ".copilot"), exist_ok=True)
@@ -104,9 +104,17 @@ class Copilot:
                     "COPILOT_MODEL": "mock-model", "COPILOT_AUTO_UPDATE": "false"})
 
     def command(self, binary, prompt, session):
-        return [binary, "-p", prompt, "--allow-all", "--output-format", "json", *(["--continue"] if session else [])]
+        return [binary, "-p", prompt, "--allow-all", "--output-format", "json",
+                *([f"--resume={session}"] if session else [])]
 
     def session(self, stdout, home):
+        for line in reversed(stdout.splitlines()):
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(item, dict) and item.get("type") == "result" and item.get("sessionId"):
+                return item["sessionId"]
         root = os.path.join(home, ".copilot", "session-state")
         try:
             return sorted(n for n in os.listdir(root) if not n.startswith("."))[0]
@@ -190,6 +198,7 @@ def main(argv=None):
     ap.add_argument("--netns", choices=["auto", "on", "off", "inner"], default="auto")
     ap.add_argument("--timeout", type=int, default=180, help="seconds per prompt")
     ap.add_argument("--mode", choices=["resume"], default="resume")
+    ap.add_argument("--resume", metavar="ID", help="continue this session (a fork) from the first prompt on")
     a = ap.parse_args(argv)
 
     if a.netns in ("auto", "on"):
@@ -222,8 +231,9 @@ def main(argv=None):
     agent = AGENTS[a.agent]()
     srv, port = start_mock(os.path.abspath(a.scenario), project, out, a.timeout * len(scenario["prompts"]) + 30)
     env = clean_env(home)
+    env["PWD"] = project            # as a shell in it says (OpenCode takes its folder from PWD)
     agent.setup(home, project, "http://127.0.0.1:%d" % port, env)
-    problems, session = [], None
+    problems, session = [], a.resume
     t0 = time.time()
     try:
         for i, p in enumerate(scenario["prompts"]):

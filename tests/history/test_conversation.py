@@ -53,11 +53,22 @@ def test_the_dry_run_names_the_file_the_fork_writes_and_a_fork_again_is_the_same
 def test_the_resume_command_names_a_config_dir_that_is_not_the_default(tmp_path, monkeypatch):
     from rewind.cli.restore_view import resume_command
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    other = tmp_path / "cfg dir" / "projects" / "-proj" / "abc.jsonl"
-    assert resume_command("/proj", "abc", str(other)) == \
-        f"cd /proj && CLAUDE_CONFIG_DIR='{tmp_path / 'cfg dir'}' claude --resume abc"
-    default = tmp_path / "home" / ".claude" / "projects" / "-proj" / "abc.jsonl"
-    assert resume_command("/proj", "abc", str(default)) == "cd /proj && claude --resume abc"
+    monkeypatch.setattr("rewind.cli.render.display_path", lambda p: p)
+    cases = [("claude", tmp_path / "cfg dir" / "projects" / "-proj" / "abc.jsonl",
+              f"CLAUDE_CONFIG_DIR='{tmp_path / 'cfg dir'}' claude --resume abc"),
+             ("claude", tmp_path / "home" / ".claude" / "projects" / "-proj" / "abc.jsonl", "claude --resume abc"),
+             ("qwen", tmp_path / "q" / "projects" / "-proj" / "chats" / "abc.jsonl",
+              f"QWEN_RUNTIME_DIR={tmp_path / 'q'} qwen --resume abc"),
+             ("qwen", tmp_path / "home" / ".qwen" / "projects" / "-proj" / "chats" / "abc.jsonl", "qwen --resume abc"),
+             ("copilot", tmp_path / "c" / "session-state" / "abc" / "events.jsonl",
+              f"COPILOT_HOME={tmp_path / 'c'} copilot --resume=abc"),
+             ("copilot", tmp_path / "home" / ".copilot" / "session-state" / "abc" / "events.jsonl",
+              "copilot --resume=abc"),
+             ("opencode", tmp_path / "d" / "opencode" / "opencode.db", f"XDG_DATA_HOME={tmp_path / 'd'} opencode --session abc"),
+             ("opencode", tmp_path / "home" / ".local" / "share" / "opencode" / "opencode.db", "opencode --session abc")]
+    for agent, where, command in cases:
+        c = Checkpoint(project_id=1, number=2, kind="prompt", created_at="", created_ns=0, tree="", agent=agent)
+        assert resume_command(c, "/proj", "abc", str(where)) == f"cd /proj && {command}", agent
 
 
 def test_by_prompt_text_when_the_agent_sent_no_prompt_id(tmp_path):
@@ -69,7 +80,7 @@ def test_by_prompt_text_when_the_agent_sent_no_prompt_id(tmp_path):
 
 @pytest.mark.parametrize("case, message", [
     ("format", "does not understand"), ("first", "before the first prompt"), ("missing", "cannot read"),
-    ("agent", "Claude Code sessions")])
+    ("agent", "Claude Code, Qwen Code, Copilot CLI and OpenCode sessions")])
 def test_refusals_are_clear(tmp_path, case, message):
     if case == "format":
         c = cp(tmp_path, [{"kind": "something else entirely"}])

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import AGENT_CLIS, REWIND, agent_cli, fingerprint, harness, no_cli, run_rewind, spinning
+from helpers import AGENT_CLIS, REWIND, RESUME_PROMPT, agent_cli, fingerprint, harness, no_cli, run_rewind, spinning
 
 BINS = {agent: agent_cli(agent) for agent in AGENT_CLIS}
 
@@ -393,3 +393,41 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     said = [line for line in (log.read_text().splitlines() if log.exists() else [])
             if not (agent == "opencode" and line.endswith("full scan: an ignore file changed (.opencode/.gitignore)"))]
     assert not said, "\n".join(said)
+    if flag == "--agent":
+        _the_fork_resumes_before_the_second_prompt(agent, proj, tmp_path, load)
+
+
+FORKED = {   # where the agent keeps a session (under chat_session.py's home), for the original's bytes
+    "qwen": lambda home, sid: next((home / ".qwen" / "projects").glob(f"*/chats/{sid}.jsonl")),
+    "copilot": lambda home, sid: home / ".copilot" / "session-state" / sid / "events.jsonl",
+}
+
+
+def _the_fork_resumes_before_the_second_prompt(agent: str, proj: Path, tmp_path: Path, load) -> None:
+    """`rewind to 2 --conversation-only`, then the real CLI continues the new session: the
+    model is shown the first prompt's conversation and nothing of the second's or the
+    third's; the original session is left as it was."""
+    env = {"PATH": f"{Path(BINS[agent]).parent}{os.pathsep}{os.environ['PATH']}"} if agent == "opencode" else {}
+    out, home = Path(f"{proj}.chat-out"), Path(f"{proj}.chat-out") / "home"
+    original = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)[-1]["session_id"]
+    kept = FORKED[agent](home, original).read_bytes() if agent in FORKED else None
+    dry = run_rewind("to", "2", "--dry-run", "--conversation-only", cwd=proj, check=0, env=env).stdout
+    with load():
+        said = run_rewind("to", "2", "--conversation-only", cwd=proj, check=0, env=env).stdout
+    new_id = said.split("Conversation: a new session ")[1].split()[0]
+    assert new_id != original and new_id in dry, (dry, said)        # the dry run named the session made
+    (tmp_path / "cont.json").write_text(json.dumps({"prompts": [{"prompt": RESUME_PROMPT,
+                                                                   "turns": [{"text": "We made a discount module."}]}]}))
+    sent = (out / "requests.jsonl").read_text().count("\n")
+    with load():
+        r = subprocess.run([*driver(agent, "--agent", BINS[agent]), "--project-dir", str(proj),
+                            "--scenario", str(tmp_path / "cont.json"), "--resume", new_id],
+                           capture_output=True, text=True, timeout=300, cwd=proj)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    asked = [json.dumps(json.loads(line)["body"].get("messages"))
+             for line in (out / "requests.jsonl").read_text().splitlines()[sent:]]
+    asked = [a for a in asked if RESUME_PROMPT in a]
+    assert asked, "the resumed session asked the model nothing"
+    assert all(PROMPTS[0] in a and PROMPTS[1] not in a and PROMPTS[2] not in a for a in asked), asked[-1][:3000]
+    if kept is not None:
+        assert FORKED[agent](home, original).read_bytes() == kept       # the original session, untouched

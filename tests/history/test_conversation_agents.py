@@ -1,0 +1,159 @@
+"""The conversation fork of Qwen Code, Copilot CLI and OpenCode sessions, on the sessions the
+real CLIs wrote in the end-to-end matrix (tests/agents/<agent>/sessions): where the cut is,
+that kept events are the agent's bytes with only the session renamed, the refusals, and that
+the same point forked again is the same session. The forks resumed by the real CLIs are in
+test_e2e_matrix.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rewind.errors import ConversationUnavailable
+from rewind.history.conversation import fork, opencode
+from rewind.model import Checkpoint
+
+HERE = Path(__file__).resolve().parent.parent / "agents"
+PROMPTS = ("Add a discount module and a guide, then write a report.",
+           "Round the totals, point the settings at the new host, move the notes into the guide and link the cart.",
+           "Clean the build and try the tests.")
+QWEN_ID = "9d7397d5-7ffe-4015-9b10-0dceaf89a4b1"
+COPILOT_ID = "6e9481e1-f4ec-44a7-bce6-29206673986a"
+
+
+def checkpoint(agent: str, session: str, path, number: int = 2, message: str = PROMPTS[1]) -> Checkpoint:
+    return Checkpoint(project_id=1, number=number, kind="prompt", created_at="", created_ns=0, tree="", agent=agent,
+                      session_id=session, transcript_path=str(path) if path else None, message=message)
+
+
+@pytest.fixture
+def qwen_session(tmp_path) -> Path:
+    chats = tmp_path / "home" / ".qwen" / "projects" / "-proj" / "chats"
+    chats.mkdir(parents=True)
+    return Path(shutil.copy(HERE / "qwen" / "sessions" / f"{QWEN_ID}.jsonl", chats))
+
+
+@pytest.fixture
+def copilot_session(tmp_path) -> Path:
+    states = tmp_path / "home" / ".copilot" / "session-state"
+    shutil.copytree(HERE / "copilot" / "sessions" / COPILOT_ID, states / COPILOT_ID)
+    return states / COPILOT_ID / "events.jsonl"
+
+
+def test_qwen_keeps_the_first_prompts_lines_as_they_were_with_the_new_session(qwen_session):
+    original = qwen_session.read_bytes()
+    new_id, path = fork(checkpoint("qwen", QWEN_ID, qwen_session))
+    assert Path(path).parent == qwen_session.parent and Path(path).name == f"{new_id}.jsonl"
+    lines = original.split(b"\n")
+    cut = next(i for i, line in enumerate(lines) if PROMPTS[1].encode() in line and b'"type":"user"' in line)
+    renamed = b"\n".join(lines[:cut]).replace(b'"sessionId":"%s"' % QWEN_ID.encode(), b'"sessionId":"%s"' % new_id.encode())
+    assert Path(path).read_bytes() == renamed + b"\n"         # (its telemetry's prompt ids are history: as they were)
+    assert PROMPTS[0].encode() in Path(path).read_bytes()
+    assert qwen_session.read_bytes() == original                        # never modified
+    entries = [json.loads(line) for line in Path(path).read_bytes().splitlines()]
+    assert {e["sessionId"] for e in entries} == {new_id}
+    assert entries[-1]["type"] != "user"                                # it ends with the first prompt's answer
+
+
+def test_qwen_the_dry_run_names_the_fork_and_the_same_point_again_is_the_same_session(qwen_session):
+    c = checkpoint("qwen", QWEN_ID, qwen_session)
+    planned = fork(c, dry_run=True)
+    assert not Path(planned[1]).exists()
+    assert fork(c) == planned == fork(c)
+    with open(planned[1], "ab") as f:                                   # the fork resumed and continued
+        f.write(b'{"type":"user","sessionId":"' + planned[0].encode() + b'"}\n')
+    assert fork(c)[0] != planned[0]
+
+
+@pytest.mark.parametrize("number, message, why", [
+    (1, PROMPTS[0], "before the first prompt"), (2, "a prompt nobody typed", "not in"),
+])
+def test_qwen_refuses_what_it_cannot_fork(qwen_session, number, message, why):
+    with pytest.raises(ConversationUnavailable, match=why):
+        fork(checkpoint("qwen", QWEN_ID, qwen_session, number, message))
+    assert sorted(p.name for p in qwen_session.parent.iterdir()) == [qwen_session.name]
+
+
+def test_copilot_forks_a_session_folder_without_the_prompts_hooks_and_copilots_own_snapshots(copilot_session):
+    folder = copilot_session.parent
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    new_id, path = fork(checkpoint("copilot", COPILOT_ID, copilot_session, 3, PROMPTS[2]))
+    new = Path(path).parent
+    assert new.parent == folder.parent and new.name == new_id and Path(path).name == "events.jsonl"
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before    # the original folder, untouched
+    assert sorted(p.name for p in new.iterdir()) == ["events.jsonl", "workspace.yaml"]
+    yaml = (new / "workspace.yaml").read_text()
+    assert f"id: {new_id}\n" in yaml and COPILOT_ID not in yaml
+    events = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    assert events[0]["type"] == "session.start" and events[0]["data"]["sessionId"] == new_id
+    users = [e["data"]["content"] for e in events if e["type"] == "user.message"]
+    assert users == list(PROMPTS[:2])
+    last = events[-1]
+    assert not (last["type"].startswith("hook.") and last["data"].get("hookType") == "userPromptSubmitted")
+    assert last["type"] != "session.resume"
+    # every kept line but the start is the agent's bytes
+    raw = copilot_session.read_bytes().split(b"\n")
+    assert Path(path).read_bytes().split(b"\n")[1:-1] == raw[1:len(events)]
+
+
+def test_copilot_the_same_point_again_is_the_same_session_and_a_first_prompt_is_refused(copilot_session):
+    c = checkpoint("copilot", COPILOT_ID, copilot_session)
+    planned = fork(c, dry_run=True)
+    assert not Path(planned[1]).parent.exists()
+    assert fork(c) == planned == fork(c)
+    with pytest.raises(ConversationUnavailable, match="before the first prompt"):
+        fork(checkpoint("copilot", COPILOT_ID, copilot_session, 1, PROMPTS[0]))
+    with pytest.raises(ConversationUnavailable, match="no session folder"):
+        fork(checkpoint("copilot", COPILOT_ID, None))
+
+
+def test_copilot_checkpoints_know_where_the_session_lives(tmp_path):
+    from rewind.hooks.copilot import parse
+    payload = {"hook_event_name": "userPromptSubmitted", "sessionId": COPILOT_ID, "prompt": "x", "cwd": "/p"}
+    assert parse(payload, {"HOME": "/h"}).transcript_path == f"/h/.copilot/session-state/{COPILOT_ID}/events.jsonl"
+    assert parse(payload, {"HOME": "/h", "COPILOT_HOME": "/c"}).transcript_path == \
+        f"/c/session-state/{COPILOT_ID}/events.jsonl"
+    assert parse(dict(payload, sessionId="../x"), {"HOME": "/h"}).transcript_path is None
+
+
+def test_opencode_checkpoints_know_which_database_holds_the_session():
+    from rewind.hooks.opencode import parse
+    payload = {"hook_event_name": "chat.message", "directory": "/p", "input": {"sessionID": "ses_1"},
+               "output": {"message": {"role": "user"}, "parts": [{"type": "text", "text": "hi"}]}}
+    assert parse(payload, {"HOME": "/h"}).transcript_path == "/h/.local/share/opencode/opencode.db"
+    assert parse(payload, {"HOME": "/h", "XDG_DATA_HOME": "/d"}).transcript_path == "/d/opencode/opencode.db"
+    assert parse(payload, {"XDG_DATA_HOME": "relative"}).transcript_path is None
+
+
+def test_opencode_ids_keep_their_order_and_every_reference_follows_them():
+    data = json.loads((HERE / "opencode" / "sessions" / "export.json").read_text())
+    messages = data["messages"]
+    olds = [data["info"]["id"]] + [i for m in messages for i in [m["info"]["id"]] + [p["id"] for p in m["parts"]]]
+    ids = {old: opencode._new_id(old, "seed") for old in olds}
+    assert len(set(ids.values())) == len(ids) and not set(ids.values()) & set(ids)
+    assert all(len(new) == len(old) and new[:16] == old[:16] for old, new in ids.items())
+    msg_ids = [m["info"]["id"] for m in messages]
+    assert sorted(ids[i] for i in msg_ids) == [ids[i] for i in sorted(msg_ids)]      # the order is the original's
+    moved = json.dumps(opencode._replaced(data, ids))
+    assert not [old for old in olds if old in moved]                    # no reference to the original is left
+    assert opencode._new_id(olds[1], "seed") == ids[olds[1]] != opencode._new_id(olds[1], "other")
+
+
+def test_opencode_finds_the_prompt_as_typed_and_needs_its_cli(tmp_path, monkeypatch):
+    data = json.loads((HERE / "opencode" / "sessions" / "export.json").read_text())
+    said = [opencode._prompt_text(m) for m in data["messages"]]
+    assert [t for t in said if t is not None] == list(PROMPTS)          # `opencode run`'s quotes taken off
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConversationUnavailable, match="`opencode` is not on PATH"):
+        fork(checkpoint("opencode", data["info"]["id"], None))
+
+
+@pytest.mark.parametrize("agent", ["gemini", "codex", "cline", "cursor", None])
+def test_other_agents_get_one_line_that_says_why(agent, tmp_path):
+    with pytest.raises(ConversationUnavailable) as e:
+        fork(checkpoint(agent, "s", tmp_path / "x.jsonl"))
+    assert "works for Claude Code, Qwen Code, Copilot CLI and OpenCode sessions" in e.value.message
+    assert "\n" not in e.value.message
