@@ -31,8 +31,8 @@ from rewind.cli.list_view import describe, fold_targets, git_line
 from rewind.cli.pending_view import is_pending, with_pending
 from rewind.cli.authors import who_all
 from rewind.cli.restore_view import forked_text, left_alone, not_undone_lines, paths_phrase, rewound_text, view_of
-from rewind.errors import ConversationUnavailable, RewindError
-from rewind.history.conversation import fork
+from rewind.errors import RewindError
+from rewind.history.conversation import fork, refusal
 from rewind.history.restore import restore
 from rewind.history.restore_plan import RestorePlan, plan_for_display
 from rewind.model import Checkpoint
@@ -73,13 +73,8 @@ def by(row, width: int | None = None) -> str:
 
 
 def conversation_refusal(cp) -> str | None:
-    """Why the conversation of `cp` cannot be restored, or None when it can (a dry-run fork:
-    the transcript is read and the prompt found, nothing is written)."""
-    try:
-        fork(cp, dry_run=True)
-    except ConversationUnavailable as e:
-        return e.message
-    return None
+    """Why the conversation of `cp` cannot be restored, or None when it can (nothing is written)."""
+    return refusal(cp)
 
 
 def plan_text(project, cp, plan, paths, working) -> tuple[list[str], list[str]]:

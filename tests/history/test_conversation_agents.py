@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rewind.errors import ConversationUnavailable
-from rewind.history.conversation import fork, opencode
+from rewind.history.conversation import fork
+from rewind.history.forks import opencode
 from rewind.model import Checkpoint
 
 HERE = Path(__file__).resolve().parent.parent / "agents"

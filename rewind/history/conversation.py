@@ -1,7 +1,7 @@
 """Rewinding an agent's conversation: a new session that ends just before a checkpoint's
 prompt, beside the original (which is never modified), and the command that continues it.
-One module per agent whose sessions can be forked safely (claude, qwen, copilot, opencode:
-each says how its agent keeps a session); any other agent's checkpoint gets a one-line
+One module per agent whose sessions can be forked safely (history/forks/: claude, qwen,
+copilot, opencode; each says how its agent keeps a session); any other agent's checkpoint gets a one-line
 refusal that says why.
 """
 
@@ -29,13 +29,25 @@ def _module(cp: Checkpoint):
         raise ConversationUnavailable(f"{who}: rewinding the conversation works for "
                                       f"{', '.join(list(AGENTS.values())[:-1])} and {list(AGENTS.values())[-1]} "
                                       "sessions", hint=_WHY_NOT.get(name))
-    return importlib.import_module(f"rewind.history.conversation.{name}")
+    return importlib.import_module(f"rewind.history.forks.{name}")
 
 
 def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
     """Write the forked session; returns (new session id, where it was written). With
     `dry_run`, the id and place the real run would write, nothing written."""
     return _module(cp).fork(cp, dry_run)
+
+
+def refusal(cp: Checkpoint) -> str | None:
+    """Why the conversation of `cp` cannot be forked, or None when it can: a dry-run fork
+    (the transcript read and the prompt found, nothing written), or the agent's cheaper check
+    where a dry run costs seconds (OpenCode starts its CLI for it)."""
+    try:
+        mod = _module(cp)
+        (getattr(mod, "check", None) or (lambda c: mod.fork(c, dry_run=True)))(cp)
+    except ConversationUnavailable as e:
+        return e.message
+    return None
 
 
 def resume_command(cp: Checkpoint, root: str, new_id: str, where: str, shown_root: str | None = None) -> str:

@@ -19,7 +19,7 @@ import re
 import shlex
 
 from rewind.errors import ConversationUnavailable
-from rewind.history.conversation import jsonl
+from rewind.history.forks import jsonl
 from rewind.model import Checkpoint
 from rewind.text import unbroken
 

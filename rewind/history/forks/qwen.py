@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from rewind.history.conversation.claude import fork_beside, kept_lines
+from rewind.history.forks.claude import fork_beside, kept_lines
 from rewind.model import Checkpoint
 from rewind.text import unbroken
 

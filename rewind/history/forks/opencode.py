@@ -10,8 +10,7 @@ session's, each message's and part's, wherever they appear) replaced by a new on
 message's or part's keeps its time-ordered prefix, so the order stays the original's, and
 its random tail comes from what is kept, so the dry run names the session the real run
 imports and forking the same point again gives the same session back (a session of that id
-that holds other messages, a fork resumed since, moves on to the next id; whether one exists
-is read from the database, read only). Both commands run
+that holds other messages, a fork resumed since, moves on to the next id). Both commands run
 with `--pure` (no plugins: rewind's own would record the import), in the session's folder.
 `opencode --session <new id>` continues it.
 """
@@ -71,25 +70,19 @@ def _export(binary: str, session: str, cwd: str, env: dict) -> dict | None:
         and isinstance(data.get("messages"), list) else None
 
 
-def _messages_of(db: str | None, session: str, export) -> list | None:
-    """The ids of a session's messages in order, None when there is no such session: read
-    from the database (read only; a running OpenCode may write it meanwhile, which SQLite
-    allows) as OpenCode 1.18 lays it out, else by `export()`, which costs a start of OpenCode."""
-    import sqlite3
-    if db and os.path.isfile(db):
-        try:
-            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-            try:
-                if con.execute("select 1 from session where id = ?", (session,)).fetchone() is None:
-                    return None
-                return [r[0] for r in con.execute("select id from message where session_id = ? order by id",
-                                                  (session,))]
-            finally:
-                con.close()
-        except sqlite3.Error:
-            pass                    # another layout: ask OpenCode
-    data = export()
+def _messages_of(binary: str, session: str, cwd: str, env: dict) -> list | None:
+    """The ids of a session's messages in order, None when there is no such session (OpenCode's
+    own export: rewind reads no other program's database)."""
+    data = _export(binary, session, cwd, env)
     return None if data is None else [m.get("info", {}).get("id") for m in data["messages"] if isinstance(m, dict)]
+
+
+def check(cp: Checkpoint) -> None:
+    """What the picker asks before it offers the fork (a dry run costs two starts of OpenCode):
+    an OpenCode session, and its CLI to export and import it."""
+    if not cp.session_id:
+        raise ConversationUnavailable(f"checkpoint {cp.number} has no OpenCode session")
+    _binary()
 
 
 def _prompt_text(message: dict) -> str | None:
@@ -162,7 +155,7 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
         if isinstance(info.get("title"), str):
             info["title"] += " (fork)"
         fork_data = {"info": info, "messages": _replaced(kept, ids)}
-        existing = _messages_of(cp.transcript_path, new_id, lambda: _export(binary, new_id, cwd, env))
+        existing = _messages_of(binary, new_id, cwd, env)
         if existing is None:
             break
         if existing == [m["info"].get("id") for m in fork_data["messages"]]:

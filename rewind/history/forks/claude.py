@@ -16,7 +16,7 @@ import os
 import shlex
 
 from rewind.errors import ConversationUnavailable
-from rewind.history.conversation import jsonl
+from rewind.history.forks import jsonl
 from rewind.model import Checkpoint
 from rewind.text import unbroken
 
