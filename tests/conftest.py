@@ -17,10 +17,19 @@ def pytest_configure(config):
     CODEX_BIN), so the tests and the benchmarks they run find them without a shell's export.
     REWIND_AGENTS_DIR goes: every REWIND_* variable is compared between a hook and its
     watcher, and this one is the tests' business alone."""
-    for agent, (_, var) in AGENT_CLIS.items():
+    missing = []
+    for agent, (name, var) in AGENT_CLIS.items():
         found = agent_cli(agent)
         if found:
             os.environ[var] = found
+        else:
+            missing.append(name)
+    # .ci/run sets it: there, a CLI that could not be installed fails the run (its tests
+    # would skip, and a skipped end-to-end test proves nothing); Cline and Cursor are
+    # docs-only (README), not in AGENT_CLIS
+    if os.environ.pop("REWIND_REQUIRE_AGENTS", "") == "1" and missing:
+        raise pytest.UsageError(f"CI needs every agent CLI, and {', '.join(missing)} could not be installed "
+                                "(see scripts/install-agents' output above)")
     from helpers import AGENT_CLIS_HOME
     cache = AGENT_CLIS_HOME / "copilot" / "cache"
     if cache.is_dir() and not os.environ.get("COPILOT_CACHE_HOME"):
