@@ -233,7 +233,7 @@ def main(argv=None):
     env = clean_env(home)
     env["PWD"] = project            # as a shell in it says (OpenCode takes its folder from PWD)
     agent.setup(home, project, "http://127.0.0.1:%d" % port, env)
-    problems, session = [], a.resume
+    problems, session, took = [], a.resume, []
     t0 = time.time()
     try:
         for i, p in enumerate(scenario["prompts"]):
@@ -246,10 +246,11 @@ def main(argv=None):
                 rc, stdout, stderr = "timeout", e.stdout or "", e.stderr or ""
                 stdout, stderr = (x.decode(errors="replace") if isinstance(x, bytes) else x for x in (stdout, stderr))
             for name, data in (("out", stdout), ("err", stderr)):
-                with open(os.path.join(out, "%s-%d.%s" % (a.agent, i, name)), "w") as f:
+                with open(os.path.join(out, "%s-%s%d.%s" % (a.agent, "resumed-" if a.resume else "", i, name)), "w") as f:
                     f.write(data)
             session = agent.session(stdout, home) or session
-            log("prompt %d: rc=%s %.2fs session=%s" % (i, rc, time.time() - t, session))
+            took.append(round(time.time() - t, 2))
+            log("prompt %d: rc=%s %.2fs session=%s" % (i, rc, took[-1], session))
             if rc != 0:
                 problems.append("prompt %d failed (rc=%s): %s" % (i, rc, stderr.strip()[-1500:]))
             elif i == 0 and not session:
@@ -258,9 +259,9 @@ def main(argv=None):
         srv.kill()          # (its stop timer is a thread that would keep it up after a SIGINT)
         srv.wait()
     problems += G.check_files(project, scenario.get("expect", {}))
-    with open(os.path.join(out, "summary.json"), "w") as f:
+    with open(os.path.join(out, "summary-resumed.json" if a.resume else "summary.json"), "w") as f:
         json.dump({"agent": a.agent, "session": session, "seconds": round(time.time() - t0, 2),
-                   "problems": problems}, f, indent=2)
+                   "prompts": took, "problems": problems}, f, indent=2)
     if problems:
         log("PROBLEMS:\n  " + "\n  ".join(problems))
         print("FAIL: %d problem(s); see %s" % (len(problems), out))
