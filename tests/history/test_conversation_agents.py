@@ -143,6 +143,28 @@ def test_opencode_ids_keep_their_order_and_every_reference_follows_them():
     assert opencode._new_id(olds[1], "seed") == ids[olds[1]] != opencode._new_id(olds[1], "other")
 
 
+def test_a_look_into_opencodes_database_reads_and_never_writes(tmp_path):
+    """The columns OpenCode 1.18 has (session.id, message.id, message.session_id); any other
+    layout, or no database, is Unreadable (the fork then asks `opencode export`)."""
+    import sqlite3
+    from rewind.catalog.foreign import Unreadable, opencode_messages
+    db = tmp_path / "opencode.db"
+    con = sqlite3.connect(db)
+    con.executescript("CREATE TABLE session (id TEXT PRIMARY KEY); CREATE TABLE message (id TEXT, session_id TEXT);"
+                      "INSERT INTO session VALUES ('ses_a'), ('ses_b');"
+                      "INSERT INTO message VALUES ('msg_2', 'ses_a'), ('msg_1', 'ses_a'), ('msg_3', 'ses_c');")
+    con.close()
+    before = db.read_bytes()
+    assert opencode_messages(str(db), "ses_a") == ["msg_1", "msg_2"]
+    assert opencode_messages(str(db), "ses_b") == [] and opencode_messages(str(db), "ses_c") is None
+    assert db.read_bytes() == before
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).close()
+    for path in (other, tmp_path / "none.db"):
+        with pytest.raises(Unreadable):
+            opencode_messages(str(path), "ses_a")
+
+
 def test_opencode_finds_the_prompt_as_typed_and_needs_its_cli(tmp_path, monkeypatch):
     data = json.loads((HERE / "opencode" / "sessions" / "export.json").read_text())
     said = [opencode._prompt_text(m) for m in data["messages"]]

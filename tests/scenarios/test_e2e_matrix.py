@@ -270,9 +270,10 @@ def load(request):
     return spinning if request.param else contextlib.nullcontext
 
 
-def _changes(proj: Path, n: int) -> dict[str, dict]:
+def _shown(proj: Path, n: int) -> tuple[dict[str, dict], dict | None]:
+    """`rewind show N --json`: its changes by path, and its git move."""
     shown = json.loads(run_rewind("show", str(n), "--json", cwd=proj, check=0).stdout)
-    return {c["path"]: c for c in shown["changes"]}
+    return {c["path"]: c for c in shown["changes"]}, shown["git"]
 
 
 @pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "watcher"])
@@ -299,7 +300,7 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     cps = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)
     assert [c["kind"] for c in cps] == ["prompt"] * 3 and all(c["agent"] == agent for c in cps)
     assert [c["prompt"] for c in reversed(cps)] == list(PROMPTS)
-    one, two, three = (_changes(proj, n) for n in (1, 2, 3))
+    (one, move1), (two, move2), (three, move3) = (_shown(proj, n) for n in (1, 2, 3))
 
     def by_shell(changes, path, cmd):
         c = changes[path]
@@ -332,7 +333,7 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     # git state is git state: the branch switch and the last prompt's commit are the commands',
     # shown apart from the tree's changes (the commit at once: no later checkpoint needed)
     assert not [p for n in (one, two, three) for p in n if p == ".git" or p.startswith(".git/")]
-    moves = [json.loads(run_rewind("show", str(n), "--json", cwd=proj, check=0).stdout)["git"] for n in (1, 2, 3)]
+    moves = [move1, move2, move3]
     assert moves[1] is None, moves
     assert (moves[0]["before"]["branch"], moves[0]["after"]["branch"], moves[0]["source"], moves[0]["tool"],
             moves[0]["command"]) == ("main", "feature", "bash", shell_tool, SHELL["branch"]), moves[0]

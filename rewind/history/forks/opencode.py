@@ -1,6 +1,6 @@
 """OpenCode's conversation (1.18.33): sessions live in its SQLite database
 (`~/.local/share/opencode/opencode.db`, under XDG_DATA_HOME), internal and written by a
-running OpenCode at any time, so rewind never writes it itself: it goes through OpenCode's
+running OpenCode at any time, so rewind never writes it: it goes through OpenCode's
 own `opencode export ID` (the session as JSON: `info`, then `messages`, each its `info` and
 `parts`) and `opencode import FILE` (which inserts a session, its messages and parts, each
 by id, leaving any that exist alone).
@@ -10,7 +10,8 @@ session's, each message's and part's, wherever they appear) replaced by a new on
 message's or part's keeps its time-ordered prefix, so the order stays the original's, and
 its random tail comes from what is kept, so the dry run names the session the real run
 imports and forking the same point again gives the same session back (a session of that id
-that holds other messages, a fork resumed since, moves on to the next id). Both commands run
+that holds other messages, a fork resumed since, moves on to the next id; whether it is
+there is read from the database, read only, by catalog/foreign.py). Both commands run
 with `--pure` (no plugins: rewind's own would record the import), in the session's folder.
 `opencode --session <new id>` continues it.
 """
@@ -70,9 +71,16 @@ def _export(binary: str, session: str, cwd: str, env: dict) -> dict | None:
         and isinstance(data.get("messages"), list) else None
 
 
-def _messages_of(binary: str, session: str, cwd: str, env: dict) -> list | None:
-    """The ids of a session's messages in order, None when there is no such session (OpenCode's
-    own export: rewind reads no other program's database)."""
+def _messages_of(binary: str, db: str | None, session: str, cwd: str, env: dict) -> list | None:
+    """The ids of a session's messages in order, None when there is no such session: a
+    read-only look into OpenCode's database (catalog/foreign.py), else its own export (a
+    start of OpenCode, about a second)."""
+    from rewind.catalog.foreign import Unreadable, opencode_messages
+    if db:
+        try:
+            return opencode_messages(db, session)
+        except Unreadable:
+            pass
     data = _export(binary, session, cwd, env)
     return None if data is None else [m.get("info", {}).get("id") for m in data["messages"] if isinstance(m, dict)]
 
@@ -155,7 +163,7 @@ def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
         if isinstance(info.get("title"), str):
             info["title"] += " (fork)"
         fork_data = {"info": info, "messages": _replaced(kept, ids)}
-        existing = _messages_of(binary, new_id, cwd, env)
+        existing = _messages_of(binary, cp.transcript_path, new_id, cwd, env)
         if existing is None:
             break
         if existing == [m["info"].get("id") for m in fork_data["messages"]]:
