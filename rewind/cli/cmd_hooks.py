@@ -94,7 +94,8 @@ def register(app: typer.Typer) -> None:
         scope = _scope(mod, scope)
         root = _root(project)
         path = mod.settings_path(scope, root)
-        before = _bytes(installer.through_link(path))
+        own = mod.own_files(path) if hasattr(mod, "own_files") else [path]   # Cline's: one per event
+        befores = [(f, _bytes(installer.through_link(f))) for f in own]
         if hasattr(mod, "install"):        # not a JSON settings file (OpenCode's plugin)
             command = mod.install(path)
         else:
@@ -102,7 +103,7 @@ def register(app: typer.Typer) -> None:
                                         top=getattr(mod, "TOP", None), make_handler=getattr(mod, "handler", None),
                                         new_top=getattr(mod, "NEW_TOP", None))
         notes = mod.after_install(path, scope) if hasattr(mod, "after_install") else []
-        kept_out = gitexclude.keep_out(root, path, agent, before)
+        kept_out = gitexclude.keep_out_all(root, befores, agent)
         if kept_out:
             notes.append(kept_out)
         from rewind import locations
@@ -137,7 +138,7 @@ def register(app: typer.Typer) -> None:
         if hasattr(mod, "after_uninstall"):
             mod.after_uninstall(path, scope)
         render.out(f"Removed rewind's {agent} hooks from {path}" if removed else f"No rewind hooks in {path}")
-        if gitexclude.let_in(root, path):
+        if gitexclude.let_in(root, path, tuple(mod.own_files(path)) if hasattr(mod, "own_files") else ()):
             render.out(f"  {GIT_EXCLUDE} no longer names it")
 
     @hooks_app.command("status")

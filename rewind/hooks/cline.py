@@ -98,6 +98,11 @@ def settings_path(scope: str, project_root: str) -> str:
     return os.path.join(os.path.expanduser("~"), "Documents", "Cline", "Hooks")
 
 
+def own_files(path: str) -> list[str]:
+    """The files install writes (one executable per event), for `.git/info/exclude`."""
+    return [os.path.join(path, event) for event in EVENTS]
+
+
 def script(command: str, event: str, chained: bool) -> bytes:
     run = f"{command} {event}"
     if chained:

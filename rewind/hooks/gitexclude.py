@@ -21,7 +21,7 @@ import subprocess
 
 from rewind.capture.ignore import EXCLUDE_BEGIN, EXCLUDE_END, GIT_EXCLUDE
 from rewind.fsutil import atomic_write
-from rewind.hooks.install import BACKUP, PROJECT_SETTINGS, strip_ours
+from rewind.hooks.install import BACKUP, CLINE_MARK, PROJECT_SETTINGS, strip_ours
 
 PERSONAL = ".claude/settings.local.json"    # the agent's own per-person file: never shared
 
@@ -48,6 +48,8 @@ def only_ours(before: bytes | None, agent: str) -> bool:
     """Whether a settings file's bytes before install held nothing but rewind's own entries."""
     if before is None or not before.strip():
         return True
+    if agent == "cline":            # an executable: rewind's own, or the person's (then chained)
+        return CLINE_MARK.encode() in before[:200]
     try:
         data = json.loads(before)
     except ValueError:
@@ -81,14 +83,23 @@ def keep_out(root: str, path: str, agent: str, before: bytes | None) -> str | No
     """Add the settings file (module docstring) and install's backup of it (rewind's own
     copy of the person's original, for uninstall) to .git/info/exclude; the note to print,
     or None when neither was to be added."""
-    rel = project_rel(root, path)
-    if rel is None or not os.path.isdir(os.path.join(root, ".git")):
+    return keep_out_all(root, [(path, before)], agent)
+
+
+def keep_out_all(root: str, files: list[tuple[str, bytes | None]], agent: str) -> str | None:
+    """keep_out for each (path, its bytes before install): Cline's hooks are a file each."""
+    if not os.path.isdir(os.path.join(root, ".git")):
         return None
-    wanted = []
-    if (rel == PERSONAL or only_ours(before, agent)) and not _tracked(root, rel):
-        wanted.append(rel)
-    if os.path.lexists(os.path.join(root, rel + BACKUP)) and not _tracked(root, rel + BACKUP):
-        wanted.append(rel + BACKUP)
+    wanted, settings = [], []
+    for path, before in files:
+        rel = project_rel(root, path)
+        if rel is None:
+            continue
+        if (rel == PERSONAL or only_ours(before, agent)) and not _tracked(root, rel):
+            wanted.append(rel)
+            settings.append(rel)
+        if os.path.lexists(os.path.join(root, rel + BACKUP)) and not _tracked(root, rel + BACKUP):
+            wanted.append(rel + BACKUP)
     if not wanted:
         return None
     exclude = os.path.join(root, GIT_EXCLUDE)
@@ -103,19 +114,21 @@ def keep_out(root: str, path: str, agent: str, before: bytes | None) -> str | No
             new += b"\n"
         os.makedirs(os.path.dirname(exclude), exist_ok=True)
         atomic_write(exclude, new, mode=0o644)
-    return (f"kept out of git: {GIT_EXCLUDE} {'now ' if added else ''}names {', '.join(wanted)}"
-            + (" (it holds this machine's paths)" if rel in wanted else " (rewind's copy of the original)"))
+    named = ", ".join(wanted) if len(wanted) <= 3 else f"{wanted[0]} and {len(wanted) - 1} more of rewind's files"
+    return (f"kept out of git: {GIT_EXCLUDE} {'now ' if added else ''}names {named}"
+            + (" (this machine's paths are in them)" if settings else " (rewind's copy of the original)"))
 
 
-def let_in(root: str, path: str) -> bool:
-    """Take the settings file and its backup out of rewind's block in .git/info/exclude (the
-    block goes when it is empty); whether anything changed."""
-    rel = project_rel(root, path)
-    if rel is None:
+def let_in(root: str, path: str, more: tuple = ()) -> bool:
+    """Take the settings file (and `more` of rewind's files) and their backups out of
+    rewind's block in .git/info/exclude (the block goes when it is empty); whether anything
+    changed."""
+    rels = [r for r in (project_rel(root, p) for p in (path, *more)) if r is not None]
+    if not rels:
         return False
     exclude = os.path.join(root, GIT_EXCLUDE)
     head, inside, tail = _block(_read(exclude))
-    lines = {b"/" + rel.encode(), b"/" + (rel + BACKUP).encode()}
+    lines = {b"/" + x.encode() for rel in rels for x in (rel, rel + BACKUP)}
     if not lines & set(inside):
         return False
     inside = [ln for ln in inside if ln not in lines]

@@ -260,12 +260,16 @@ def installed_for(root: str) -> list[str]:
 
 
 PLUGIN_MARK = "// rewind's OpenCode plugin"     # the first line of the plugin rewind writes (hooks/opencode.py)
+CLINE_MARK = "# rewind's Cline hook"            # the second line of each hook rewind writes (hooks/cline.py)
+CLINE_EVENTS = ("TaskStart", "TaskResume", "UserPromptSubmit", "PreToolUse", "PostToolUse", "TaskComplete",
+                "TaskCancel")                   # hooks/cline.EVENTS (a test keeps them equal)
 
 # agents' settings files inside a project, and whose entries they hold
 PROJECT_SETTINGS = {".claude/settings.json": "claude", ".claude/settings.local.json": "claude",
                     ".gemini/settings.json": "gemini", ".codex/hooks.json": "codex",
                     ".cursor/hooks.json": "cursor", ".qwen/settings.json": "qwen",
-                    ".github/hooks/rewind.json": "copilot", ".opencode/plugins/rewind.js": "opencode"}
+                    ".github/hooks/rewind.json": "copilot", ".opencode/plugins/rewind.js": "opencode",
+                    **{f".clinerules/hooks/{event}": "cline" for event in CLINE_EVENTS}}
 
 
 def rewind_entries(settings: dict, agent: str) -> dict[str, list]:
@@ -297,6 +301,8 @@ def keep_ours(rel_path: str, current: bytes | None, target: bytes | None) -> byt
         return None
     if agent == "opencode":         # rewind's own plugin file: kept as it is now
         return current if current.startswith(PLUGIN_MARK.encode()) else None
+    if agent == "cline":            # rewind's own hook executable: kept as it is now
+        return current if CLINE_MARK.encode() in current[:200] else None
     try:
         now = json.loads(current)
         then = json.loads(target) if target is not None and target.strip() else {}

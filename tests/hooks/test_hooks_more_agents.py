@@ -320,8 +320,10 @@ console.log("done");
 
 
 def test_the_plugin_marks_agree():
-    from rewind.hooks import install, opencode
+    from rewind.hooks import cline, install, opencode
     assert install.PLUGIN_MARK == opencode.MARK
+    assert install.CLINE_MARK == cline.MARK and install.CLINE_EVENTS == cline.EVENTS
+    assert cline.MARK.encode() in cline.script("x", "TaskStart", False)[:200]
     assert opencode.plugin_source(["x"]).startswith(opencode.MARK.encode())
 
 
@@ -408,3 +410,29 @@ def test_cline_install_chains_the_persons_hook_and_uninstall_puts_it_back(tmp_pa
     assert (r.returncode, json.loads(r.stdout), r.stderr) == (0, {"cancel": False}, "")
     run_rewind("hooks", "uninstall", "cline", "--project", root, check=0)
     assert [p.name for p in hooks.iterdir()] == ["PreToolUse"] and (hooks / "PreToolUse").read_bytes() == theirs
+
+
+def test_cline_hooks_stay_out_of_git_and_a_restore_keeps_them(tmp_path):
+    """Each hook file rewind writes holds this machine's paths: `.git/info/exclude` names it
+    while installed (the person's own, chained, stays as visible as it was), and a rewind to
+    a checkpoint from before the install keeps them, as it keeps other agents' hook entries."""
+    from rewind.hooks import cline
+    root = tmp_path / "proj"
+    write(root, "a.txt", "one\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    run_rewind("save", "-m", "before the hooks", cwd=root, check=0)
+    out = run_rewind("hooks", "install", "cline", "--project", root, check=0).stdout
+    assert "kept out of git" in out
+    exclude = (root / ".git" / "info" / "exclude").read_text()
+    assert all(f"/.clinerules/hooks/{event}\n" in exclude for event in cline.EVENTS)
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root,
+                            capture_output=True, text=True, check=True).stdout
+    assert ".clinerules" not in status, status
+    hooks = {e: (root / ".clinerules" / "hooks" / e).read_bytes() for e in cline.EVENTS}
+    write(root, "a.txt", "two\n")
+    run_rewind("to", "1", "--yes", cwd=root, check=0)
+    assert (root / "a.txt").read_text() == "one\n"
+    assert {e: (root / ".clinerules" / "hooks" / e).read_bytes() for e in cline.EVENTS} == hooks
+    assert all(os.access(root / ".clinerules" / "hooks" / e, os.X_OK) for e in cline.EVENTS)
+    run_rewind("hooks", "uninstall", "cline", "--project", root, check=0)
+    assert ".clinerules" not in (root / ".git" / "info" / "exclude").read_text()
