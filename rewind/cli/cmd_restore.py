@@ -22,7 +22,7 @@ from rewind.history.restore_plan import RestorePlan, held_by, plan_for_display, 
 
 def _fork(target, dry_run: bool, root: str) -> None:
     from rewind.history.conversation import fork
-    new_id, path = fork(target, dry_run=dry_run)
+    new_id, path = fork(target, dry_run=dry_run, root=root)
     if dry_run:
         render.out(f"Would write a conversation that ends before checkpoint {target.number}'s prompt: {path}")
         render.out(f"  to continue with:  {resume_command(target, root, new_id, path)}")
@@ -83,7 +83,7 @@ def to_impl(spec, yes: bool, dry_run: bool, project_dir: Optional[str], conversa
             return
         if conversation:
             from rewind.history.conversation import fork
-            fork(target, dry_run=True)       # refuse before touching the tree if it cannot fork
+            fork(target, dry_run=True, root=project.root)    # refuse before touching the tree if it cannot fork
         given = (words or []) + (paths_after_dashes() or []) or None
         paths = project_paths(project, given)
         scope = f" (only {', '.join(p or '.' for p in paths)})" if paths else ""

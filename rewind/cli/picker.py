@@ -468,7 +468,7 @@ def run_picker(project):
                     self.restored = Restored(cp, result.plan)
                     said.append(rewound_text(cp, result.safety, result.plan, paths))
                 if choice in ("conversation", "both"):
-                    new_id, written = fork(cp)
+                    new_id, written = fork(cp, root=project.root)
                     said.append(forked_text(cp, new_id, project.root, written))
             except RewindError as e:
                 self.failure = e

@@ -125,14 +125,14 @@ def _replaced(value, ids: dict):
     return value
 
 
-def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
+def fork(cp: Checkpoint, dry_run: bool = False, root: str | None = None) -> tuple[str, str]:
     """Import the forked session into OpenCode's database; returns (new session id, the
     database it went into)."""
     if not cp.session_id:
         raise ConversationUnavailable(f"checkpoint {cp.number} has no OpenCode session")
     binary, env = _binary(), _env(cp.transcript_path)
     where = cp.transcript_path or "OpenCode's database"
-    cwd = os.getcwd()
+    cwd = root if root and os.path.isdir(root) else os.getcwd()
     data = _export(binary, cp.session_id, cwd, env)
     if data is None:
         raise ConversationUnavailable(f"OpenCode cannot export session {cp.session_id}",
