@@ -235,8 +235,10 @@ def driver(agent: str, flag: str, binary: str) -> list[str]:
 
 def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
     """The agent's binary as a person would run it, prompt after prompt: rewind's hooks
-    installed as `rewind hooks install` writes them, the tree kept before the first prompt,
-    a person's edit before the second (README.md) and the third (a new file)."""
+    installed once, before the first, as `rewind hooks install` writes them (so an agent
+    that rewrote its settings between prompts would lose them, and the test would say so),
+    the tree kept before the first prompt, a person's edit before the second (README.md) and
+    the third (a new file)."""
     script = tmp / f"{agent}-wrapped"
     install = " ".join(map(shlex.quote, [*REWIND, "hooks", "install", agent, "--scope", scope]))
     count, before = shlex.quote(str(tmp / "invocations")), shlex.quote(str(tmp / "before"))
@@ -248,7 +250,7 @@ def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
         # would see .git/info/exclude appear and rescan, rightly, saying so in its log)
         'if [ $n = 1 ]; then git init -q -b main && git add -A && '
         'git -c user.name=t -c user.email=t@t commit -qm init || exit 96; fi\n'
-        f"{install} --project \"$PWD\" >/dev/null || exit 97\n"
+        f"if [ $n = 1 ]; then {install} --project \"$PWD\" >/dev/null || exit 97; fi\n"
         # the copy is the tree before the session
         f'if [ $n = 1 ]; then rm -rf {before}; cp -a "$PWD" {before}; fi\n'
         'if [ $n = 2 ]; then printf "edited by the person\\n" >> README.md; fi\n'
