@@ -36,8 +36,7 @@ def fork(cp: Checkpoint, dry_run: bool = False, root: str | None = None) -> tupl
     """Write the forked session; returns (new session id, where it was written). With
     `dry_run`, the id and place the real run would write, nothing written. `root`: the
     project's folder (where OpenCode's CLI is run)."""
-    mod = _module(cp)
-    return mod.fork(cp, dry_run, root=root) if cp.agent == "opencode" else mod.fork(cp, dry_run)
+    return _module(cp).fork(cp, dry_run, root=root)
 
 
 def refusal(cp: Checkpoint) -> str | None:

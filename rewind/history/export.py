@@ -46,9 +46,10 @@ def _kept_out_of_git(project: Project, rel: str, oid: str, parents: list) -> boo
             pass
     if backup:
         return True
-    if agent in ("opencode", "cline"):     # rewind's own plugin or hook file, not JSON
-        from rewind.hooks.install import CLINE_MARK, PLUGIN_MARK
-        return (PLUGIN_MARK if agent == "opencode" else CLINE_MARK).encode() in project.store.get(oid)[:200]
+    from rewind.hooks.install import whole_file_ours
+    whole = whole_file_ours(agent, project.store.get(oid))
+    if whole is not None:                   # rewind's own plugin or hook file, not JSON
+        return whole
     try:
         data = json.loads(project.store.get(oid))
     except (ValueError, UnicodeDecodeError):

@@ -21,7 +21,7 @@ import subprocess
 
 from rewind.capture.ignore import EXCLUDE_BEGIN, EXCLUDE_END, GIT_EXCLUDE
 from rewind.fsutil import atomic_write
-from rewind.hooks.install import BACKUP, CLINE_MARK, PROJECT_SETTINGS, strip_ours
+from rewind.hooks.install import BACKUP, PROJECT_SETTINGS, strip_ours, whole_file_ours
 
 PERSONAL = ".claude/settings.local.json"    # the agent's own per-person file: never shared
 
@@ -48,8 +48,9 @@ def only_ours(before: bytes | None, agent: str) -> bool:
     """Whether a settings file's bytes before install held nothing but rewind's own entries."""
     if before is None or not before.strip():
         return True
-    if agent == "cline":            # an executable: rewind's own, or the person's (then chained)
-        return CLINE_MARK.encode() in before[:200]
+    whole = whole_file_ours(agent, before)
+    if whole is not None:           # rewind's own file, or the person's (Cline's: then chained)
+        return whole
     try:
         data = json.loads(before)
     except ValueError:

@@ -291,6 +291,17 @@ def rewind_entries(settings: dict, agent: str) -> dict[str, list]:
     return found
 
 
+def whole_file_ours(agent: str, data: bytes) -> bool | None:
+    """For an agent whose hook is a whole file rewind writes (OpenCode's plugin, Cline's
+    executables): whether `data` is rewind's; None for the agents whose hooks are entries in a
+    JSON settings file."""
+    if agent == "opencode":
+        return data.startswith(PLUGIN_MARK.encode())
+    if agent == "cline":
+        return CLINE_MARK.encode() in data[:200]
+    return None
+
+
 def keep_ours(rel_path: str, current: bytes | None, target: bytes | None) -> bytes | None:
     """What a restore writes at an agent's settings file so that recording goes on: the
     target's content with rewind's own hook entries, as the current file has them, kept.
@@ -299,10 +310,9 @@ def keep_ours(rel_path: str, current: bytes | None, target: bytes | None) -> byt
     agent = PROJECT_SETTINGS.get(rel_path)
     if agent is None or current is None:
         return None
-    if agent == "opencode":         # rewind's own plugin file: kept as it is now
-        return current if current.startswith(PLUGIN_MARK.encode()) else None
-    if agent == "cline":            # rewind's own hook executable: kept as it is now
-        return current if CLINE_MARK.encode() in current[:200] else None
+    whole = whole_file_ours(agent, current)
+    if whole is not None:           # rewind's own plugin or hook file: kept as it is now
+        return current if whole else None
     try:
         now = json.loads(current)
         then = json.loads(target) if target is not None and target.strip() else {}

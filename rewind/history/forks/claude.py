@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 
-from rewind.errors import ConversationUnavailable
 from rewind.history.forks import jsonl
 from rewind.model import Checkpoint
 from rewind.text import unbroken
@@ -52,24 +51,8 @@ def _find_cut(entries: list, cp: Checkpoint) -> int | None:
     return None
 
 
-def kept_lines(cp: Checkpoint, find_cut, name: str, walk_back=("queue-operation",)) -> tuple[str, list]:
-    """The transcript's path and its (raw line, entry) pairs before the checkpoint's prompt
-    (Claude Code's and Qwen Code's JSON lines alike)."""
-    path = cp.transcript_path
-    if not path:
-        raise ConversationUnavailable(f"checkpoint {cp.number} has no transcript path")
-    raw_lines = jsonl.read_lines(path, name)
-    entries = [jsonl.parse(line) for line in raw_lines]
-    cut = find_cut(entries, cp)
-    if cut is None:
-        raise ConversationUnavailable(f"checkpoint {cp.number}'s prompt is not in {path}; the transcript format "
-                                      "may be one this rewind does not understand", hint="the files can still be rewound")
-    while cut > 0 and isinstance(entries[cut - 1], dict) and entries[cut - 1].get("type") in walk_back:
-        cut -= 1     # the queueing of the prompt we cut
-    if not any(isinstance(e, dict) and e.get("type") in ("user", "assistant") for e in entries[:cut]):
-        raise ConversationUnavailable(f"checkpoint {cp.number} comes before the first prompt of its session: "
-                                      "there is no earlier conversation to continue", hint="start a new session")
-    return path, list(zip(raw_lines[:cut], entries[:cut]))
+def is_turn(entry: dict) -> bool:
+    return entry.get("type") in ("user", "assistant")
 
 
 def fork_beside(cp: Checkpoint, path: str, kept: list, dry_run: bool) -> tuple[str, str]:
@@ -83,11 +66,11 @@ def fork_beside(cp: Checkpoint, path: str, kept: list, dry_run: bool) -> tuple[s
     return new_id, target
 
 
-def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
+def fork(cp: Checkpoint, dry_run: bool = False, root: str | None = None) -> tuple[str, str]:
     """Write the forked transcript; returns (new session id, its path). With `dry_run`, the
     id and path the real run would write."""
-    path, kept = kept_lines(cp, _find_cut, NAME)
-    return fork_beside(cp, path, kept, dry_run)
+    path, kept = jsonl.kept(cp, NAME, _find_cut, lambda e: e.get("type") == "queue-operation", is_turn)
+    return fork_beside(cp, path, kept, dry_run)     # (the queueing of the prompt is cut with it)
 
 
 def _renamed(kept: list, new_id: str) -> list[bytes]:

@@ -42,8 +42,6 @@ def _cut(entries: list, cp: Checkpoint) -> int | None:
 
 def _comes_with_the_prompt(e) -> bool:
     """An event the prompt brought: its hooks, and the resumption of the session it started."""
-    if not isinstance(e, dict):
-        return False
     if e.get("type") in ("session.resume", "session.permissions_changed"):
         return True
     data = e.get("data") if isinstance(e.get("data"), dict) else {}
@@ -65,25 +63,12 @@ def _renamed(kept: list, new_id: str) -> list[bytes]:
     return out
 
 
-def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
+def fork(cp: Checkpoint, dry_run: bool = False, root: str | None = None) -> tuple[str, str]:
     """Write the forked session's folder; returns (new session id, its events.jsonl)."""
-    path = cp.transcript_path
-    if not path:
-        raise ConversationUnavailable(f"checkpoint {cp.number} has no session folder recorded",
-                                      hint="it was recorded by a rewind older than its Copilot CLI support")
+    path, kept = jsonl.kept(cp, NAME, _cut, _comes_with_the_prompt, lambda e: e.get("type") == "user.message",
+                            missing="has no session folder recorded",
+                            hint="it was recorded by a rewind older than its Copilot CLI support")
     folder = os.path.dirname(path)
-    raw_lines = jsonl.read_lines(path, NAME)
-    entries = [jsonl.parse(line) for line in raw_lines]
-    cut = _cut(entries, cp)
-    if cut is None:
-        raise ConversationUnavailable(f"checkpoint {cp.number}'s prompt is not in {path}; the session format "
-                                      "may be one this rewind does not understand", hint="the files can still be rewound")
-    while cut > 0 and _comes_with_the_prompt(entries[cut - 1]):
-        cut -= 1
-    if not any(isinstance(e, dict) and e.get("type") == "user.message" for e in entries[:cut]):
-        raise ConversationUnavailable(f"checkpoint {cp.number} comes before the first prompt of its session: "
-                                      "there is no earlier conversation to continue", hint="start a new session")
-    kept = list(zip(raw_lines[:cut], entries[:cut]))
     try:
         with open(os.path.join(folder, "workspace.yaml"), "rb") as f:
             workspace = f.read()

@@ -28,6 +28,28 @@ _SCALAR = re.compile(_STRING + rb'|[^\s,}\]]+', re.S)
 FORKS = uuid.UUID("5b0c1d0e-7e2a-4c8e-9a51-72657769e46e")   # rewind's namespace for fork ids
 
 
+def kept(cp, name: str, find_cut: Callable, brought: Callable, is_turn: Callable,
+         missing: str = "has no transcript path", hint: str | None = None) -> tuple[str, list]:
+    """The transcript's path and its (raw line, entry) pairs before the checkpoint's prompt:
+    `find_cut(entries, cp)` finds the prompt, `brought(entry)` says an entry just before it
+    came with it (cut too), `is_turn(entry)` is a turn of the conversation (one must be kept)."""
+    path = cp.transcript_path
+    if not path:
+        raise ConversationUnavailable(f"checkpoint {cp.number} {missing}", hint=hint)
+    raw_lines = read_lines(path, name)
+    entries = [parse(line) for line in raw_lines]
+    cut = find_cut(entries, cp)
+    if cut is None:
+        raise ConversationUnavailable(f"checkpoint {cp.number}'s prompt is not in {path}; the transcript format "
+                                      "may be one this rewind does not understand", hint="the files can still be rewound")
+    while cut > 0 and isinstance(entries[cut - 1], dict) and brought(entries[cut - 1]):
+        cut -= 1
+    if not any(isinstance(e, dict) and is_turn(e) for e in entries[:cut]):
+        raise ConversationUnavailable(f"checkpoint {cp.number} comes before the first prompt of its session: "
+                                      "there is no earlier conversation to continue", hint="start a new session")
+    return path, list(zip(raw_lines[:cut], entries[:cut]))
+
+
 def read_lines(path: str, agent: str) -> list[bytes]:
     try:
         with open(path, "rb") as f:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import shlex
 
-from rewind.history.forks.claude import fork_beside, kept_lines
+from rewind.history.forks import jsonl
+from rewind.history.forks.claude import fork_beside, is_turn
 from rewind.model import Checkpoint
 from rewind.text import unbroken
 
@@ -41,8 +42,8 @@ def _find_cut(entries: list, cp: Checkpoint) -> int | None:
     return None
 
 
-def fork(cp: Checkpoint, dry_run: bool = False) -> tuple[str, str]:
-    path, kept = kept_lines(cp, _find_cut, NAME, walk_back=())
+def fork(cp: Checkpoint, dry_run: bool = False, root: str | None = None) -> tuple[str, str]:
+    path, kept = jsonl.kept(cp, NAME, _find_cut, lambda e: False, is_turn)
     return fork_beside(cp, path, kept, dry_run)
 
 
