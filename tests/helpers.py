@@ -354,3 +354,11 @@ def spinning():
         for p in spinners:
             p.kill()
             p.wait()
+
+
+def sigint_default() -> None:
+    """`preexec_fn` of a process the test will ^C: a test run in the background (`pytest &`,
+    a CI job) starts with SIGINT ignored, and Python keeps an ignored SIGINT ignored; rewind
+    must get it as a person's ^C."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -71,7 +71,7 @@ def _run(args: list[str]) -> int:
             from typer.completion import completion_init
             completion_init()
         from rewind.cli.app import build
-        command = build()
+        command = build(args)
         rv = command.main(args=args, prog_name="rewind", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except RewindError as e:

@@ -17,7 +17,40 @@ def _version(value: bool):
         raise typer.Exit()
 
 
-def build():
+# Each command's module, so a run of one imports and builds that one alone (about half the
+# start of `rewind list`: benchmarks/cli_start.py); `rewind --help`, no command, a word that is
+# no command, and the shell's completion build them all. The order is `rewind --help`'s.
+MODULES = {"list": "cmd_list", "show": "cmd_show", "diff": "cmd_diff", "to": "cmd_restore", "undo": "cmd_restore",
+           "revert": "cmd_revert", "bisect": "cmd_bisect", "save": "cmd_save", "verify": "cmd_verify",
+           "status": "cmd_status", "gc": "cmd_gc", "forget": "cmd_gc", "trash": "cmd_trash", "watch": "cmd_watch",
+           "export": "cmd_export", "doctor": "cmd_doctor", "pick": "cmd_pick", "hooks": "cmd_hooks",
+           "hook": "cmd_hooks", "demo": "cmd_demo"}
+
+
+def _command_word(args: list[str]) -> str | None:
+    """The command a line names (`rewind --color never list -n 5` names `list`), None when
+    it names none before an option that stops the search (`--help`, `--version`)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--color":
+            i += 2
+            continue
+        if a.startswith("-"):
+            if a.startswith("--color="):
+                i += 1
+                continue
+            return None
+        return a
+    return None
+
+
+def build(args: list[str] | None = None):
+    """The click command for `args`: with only the module of the command they name when
+    they name one (MODULES), else with every command."""
+    import importlib
+    word = _command_word(args) if args is not None and not os.environ.get("_REWIND_COMPLETE") else None
+    names = [MODULES[word]] if word in MODULES else list(dict.fromkeys(MODULES.values()))
     app = typer.Typer(
         name="rewind", add_completion=False, no_args_is_help=False, invoke_without_command=True,
         pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -41,14 +74,8 @@ def build():
             from rewind.cli.cmd_list import list_checkpoints
             list_checkpoints(None, False, False, 20)
 
-    from rewind.cli import (cmd_bisect, cmd_demo, cmd_diff, cmd_doctor, cmd_export, cmd_gc, cmd_hooks, cmd_list,
-                            cmd_pick, cmd_restore, cmd_revert, cmd_save, cmd_show, cmd_status, cmd_trash, cmd_verify,
-                            cmd_watch)
-    # the order of `rewind --help`
-    for module in (cmd_list, cmd_show, cmd_diff, cmd_restore, cmd_revert, cmd_bisect, cmd_save, cmd_verify,
-                   cmd_status, cmd_gc, cmd_trash, cmd_watch,
-                   cmd_export, cmd_doctor, cmd_pick, cmd_hooks, cmd_demo):
-        module.register(app)
+    for name in names:
+        importlib.import_module(f"rewind.cli.{name}").register(app)
     command = typer.main.get_command(app)
     _tidy_params(command)
     _tidy_help(command)

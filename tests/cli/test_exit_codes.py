@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import REWIND, fingerprint, run_rewind, write
+from helpers import REWIND, fingerprint, run_rewind, sigint_default, write
 from rewind.lock import store_lock
 
 PATIENCE_S = 120.0
@@ -70,11 +70,6 @@ def _has_open(pid: int, path: str) -> bool:
     return False
 
 
-def _sigint_default() -> None:
-    """In the child before exec: a test run in the background (`pytest &`) starts with SIGINT
-    ignored, and Python keeps an ignored SIGINT ignored; rewind must get it as a person's ^C."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
 
 def _store_lock_path() -> str:
     return os.path.join(os.path.realpath(os.environ["REWIND_HOME"]), "locks", "store.lock")
@@ -103,7 +98,7 @@ def test_sigint_while_waiting_for_a_lock_exits_130(tmp_path):
     root = _saved_project(tmp_path)
     with store_lock(os.environ["REWIND_HOME"], exclusive=True, timeout=PATIENCE_S):
         proc = subprocess.Popen([*REWIND, "save", "-m", "interrupted"], cwd=root, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
         try:
             _wait_for("the store lock", lambda: _has_open(proc.pid, _store_lock_path()), proc)
             proc.send_signal(signal.SIGINT)
@@ -121,7 +116,7 @@ def _at_the_question(root):
     """`rewind to 1` on a terminal, stopped at its question; returns (process, pty master, screen)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([*REWIND, "to", "1"], cwd=root, stdin=slave, stdout=slave, stderr=slave,
-                            start_new_session=True, preexec_fn=_sigint_default)
+                            start_new_session=True, preexec_fn=sigint_default)
     os.close(slave)
     screen = bytearray()
 

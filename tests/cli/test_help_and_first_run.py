@@ -139,3 +139,22 @@ def test_status_says_what_quick_and_full_scans_are(tmp_path):
     run_rewind("save", cwd=tmp_path / "p", check=0)
     r = run_rewind("status", cwd=tmp_path / "p")
     assert r.returncode == 0 and "quick: only the directories the watcher saw change" in r.stdout
+
+
+def test_a_command_built_alone_is_the_command_built_with_all_the_others():
+    """A run of one command builds its module alone (cli/app.py MODULES): every command is
+    in the map, each module registers exactly the names mapped to it, and the one built
+    alone has the help and parameters of the one in the whole tree."""
+    from rewind.cli.app import MODULES, build
+    whole = build(None)
+    assert set(whole.commands) == set(MODULES), set(whole.commands) ^ set(MODULES)
+    for word in MODULES:
+        alone = build([word, "--help"] if word != "hook" else [word])
+        assert set(alone.commands) == {w for w, m in MODULES.items() if m == MODULES[word]}, word
+        a, w = alone.commands[word], whole.commands[word]
+        assert (a.help, a.epilog, [p.name for p in a.params], getattr(a, "commands", {}).keys()) == \
+            (w.help, w.epilog, [p.name for p in w.params], getattr(w, "commands", {}).keys()), word
+    for line in (["--color", "never", "list"], ["--color=never", "show", "1"]):
+        assert set(build(line).commands) == {line[-1] if line[-1] != "1" else "show"}
+    for line in (["--help"], [], ["lst"], ["--version"]):
+        assert set(build(line).commands) == set(MODULES), line

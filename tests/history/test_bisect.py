@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from helpers import REWIND, fingerprint, replayed_session, run_rewind, write
+from helpers import REWIND, fingerprint, replayed_session, run_rewind, sigint_default, write
 
 WATCH = pytest.mark.parametrize("watch", ["0", "1"], ids=["hooks-only", "with-watcher"])
 CHECK = "import lib, sys\nsys.exit(0 if lib.value() == 1 else 1)\n"
@@ -151,7 +151,8 @@ def test_sigint_leaves_nothing_behind(tmp_path):
     home = os.environ["REWIND_HOME"]
     proc = subprocess.Popen([*REWIND, "bisect", "--", "sh", "-c",
                              f"python3 check.py || exit 1; touch {marker}; sleep 60"],
-                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     _until_started(marker, proc)
     assert _scratch(home)
     proc.send_signal(signal.SIGINT)
