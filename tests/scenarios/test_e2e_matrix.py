@@ -1,15 +1,18 @@
 """Every agent, watcher on and off, on a quiet and on a busy machine: the real Claude Code,
-Gemini CLI and Codex CLIs (tests/agents/*) run one realistic three-prompt session
-each, in resume mode (one CLI process a prompt). A wrapper around the agent's binary
-installs rewind's hooks exactly as `rewind hooks install` writes them, keeps a copy of the
-tree before the first prompt, and makes a person's edit before the second and the third.
+Gemini CLI, Codex, Qwen Code, Copilot CLI and OpenCode CLIs (tests/agents/*) run one
+realistic three-prompt session each, in resume mode (one CLI process a prompt). A wrapper
+around the agent's binary installs rewind's hooks exactly as `rewind hooks install` writes
+them, keeps a copy of the tree before the first prompt and of the tree each later prompt
+finds, and makes a person's edit before the second and the third.
 
-The session: edit-tool writes in new nested directories, an edit of an existing file;
-`mkdir -p`, `sed -i`, `mv`, `ln -s`, `rm -r` by the shell; a failing command that wrote a
-file first. Then: every shell change is `bash` with its command, every edit-tool change
-`tool` with its tool, the person's edits `external`, the link flagged `symlink`; `to 1`
-gives back the tree exactly as before the session, `undo` exactly as at its end, and the
-plan after that still names the person's edit as not the agent's; `revert 2` takes back the
+The session: edit-tool writes in new nested directories, an edit of an existing file (and
+for Codex a deletion by apply_patch); `mkdir -p`, `sed -i`, `mv`, `ln -s`, `rm -r` by the
+shell; a failing command that wrote a file first; a branch switch and a commit. Then: every
+shell change is `bash` with its command, every edit-tool change `tool` with its tool, the
+person's edits `external`, the link flagged `symlink`; `to 1` gives back the tree exactly as
+before the session, `to 2` exactly as the second prompt found it, two `undo`s exactly the
+end of the session, and the plan after that still names the person's edit as not the
+agent's; `revert 2` takes back the
 middle prompt alone (its `mv` as a rename, the person's file kept) and `undo` undoes that.
 
 "Busy" is a machine where at least two processes besides the session's own want the CPU,
@@ -161,11 +164,15 @@ def _codex() -> dict:
                     "*** Begin Patch", "*** Update File: README.md", "@@",
                     "-# shop", "+# Shop", "*** End Patch"]}]},
                 shell("sed"), shell("mvln"), shell("note"), {"text": "Done."}]},
-            {"prompt": PROMPTS[2], "turns": [shell("rm"), shell("refused"), shell("fail"), shell("commit"),
-                                             {"text": "The tests fail."}]},
+            {"prompt": PROMPTS[2], "turns": [
+                {"tool_calls": [{"name": "apply_patch", "input": [      # a deletion by the edit tool
+                    "*** Begin Patch", "*** Delete File: docs/guide/intro.md", "*** End Patch"]}]},
+                shell("rm"), shell("refused"), shell("fail"), shell("commit"), {"text": "The tests fail."}]},
         ],
-        "expect": {**EXPECT, "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 12,
-                                             "PostToolUse": 11, "Stop": 3, "SessionEnd": 3}},
+        "expect": {**EXPECT, "exists": [p for p in EXPECT["exists"] if p != "docs/guide/intro.md"],
+                   "absent": [*EXPECT["absent"], "docs/guide/intro.md"],
+                   "hook_counts": {"SessionStart": 3, "UserPromptSubmit": 3, "PreToolUse": 13,
+                                   "PostToolUse": 12, "Stop": 3, "SessionEnd": 3}},
     }
 
 
@@ -238,10 +245,10 @@ def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
     installed once, before the first, as `rewind hooks install` writes them (so an agent
     that rewrote its settings between prompts would lose them, and the test would say so),
     the tree kept before the first prompt, a person's edit before the second (README.md) and
-    the third (a new file)."""
+    the third (a new file), and the tree each of those two finds kept too (`at2`, `at3`)."""
     script = tmp / f"{agent}-wrapped"
     install = " ".join(map(shlex.quote, [*REWIND, "hooks", "install", agent, "--scope", scope]))
-    count, before = shlex.quote(str(tmp / "invocations")), shlex.quote(str(tmp / "before"))
+    count, before, at = (shlex.quote(str(tmp / name)) for name in ("invocations", "before", "at"))
     script.write_text(
         "#!/bin/sh\n"
         f'if [ "$1" = "--version" ]; then exec {shlex.quote(real)} "$@"; fi\n'
@@ -255,10 +262,12 @@ def wrapper(tmp: Path, agent: str, real: str, scope: str) -> str:
         f'if [ $n = 1 ]; then rm -rf {before}; cp -a "$PWD" {before}; fi\n'
         'if [ $n = 2 ]; then printf "edited by the person\\n" >> README.md; fi\n'
         'if [ $n = 3 ]; then printf "mine\\n" > person.txt; fi\n'
+        # the tree as the prompt finds it, person's edit and all: checkpoint n
+        f'if [ $n -ge 2 ]; then rm -rf {at}$n; cp -a "$PWD" {at}$n; fi\n'
         # Gemini CLI starts node twice per prompt (it relaunches itself with more heap)
-        # unless told not to; test_e2e_agents.py keeps the relaunch with the watcher, whose process chain
-        # the shell windows' pid account must follow
-        + ("export GEMINI_CLI_NO_RELAUNCH=true\n" if agent == "gemini" else "")
+        # unless told not to: with the watcher it keeps the relaunch, whose process chain the
+        # shell windows' pid account must follow; the hooks-only run (no pid account) does without
+        + ('if [ "$REWIND_WATCH" = 0 ]; then export GEMINI_CLI_NO_RELAUNCH=true; fi\n' if agent == "gemini" else "")
         + f'exec {shlex.quote(real)} "$@"\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return str(script)
@@ -330,6 +339,8 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
                 if "ambiguous" in c["flags"] or SHELL["refused"] in (c["command"] or "")]
     if agent == "codex":
         assert (proj / "reports/2026/run.txt").exists()                   # it never ran
+        gone = three["docs/guide/intro.md"]
+        assert (gone["status"], gone["source"], gone["tool"]) == ("deleted", "tool", "apply_patch"), gone
     by_tool(two, "README.md", edit_tool)              # after the person's edit of it
     by_shell(two, "branch.txt", "note")
     # git state is git state: the branch switch and the last prompt's commit are the commands',
@@ -360,8 +371,12 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     else:
         assert (hooks["hooks_served"], hooks["last_hook_fallback"]["reason"]) == (0, "watcher off"), hooks
 
-    with load():
+    with load():           # back to the start, forward to the second prompt, and undone step by step
         run_rewind("to", "1", "--yes", cwd=proj, check=0)
+        assert fingerprint(proj, skip) == before
+        run_rewind("to", "2", "--yes", cwd=proj, check=0)
+        assert fingerprint(proj, skip) == fingerprint(tmp_path / "at2", skip)
+        run_rewind("undo", "--yes", cwd=proj, check=0)
         assert fingerprint(proj, skip) == before
         run_rewind("undo", "--yes", cwd=proj, check=0)
         assert fingerprint(proj, skip) == final
