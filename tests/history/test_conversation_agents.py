@@ -7,6 +7,7 @@ test_e2e_matrix.py."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -180,3 +181,49 @@ def test_other_agents_get_one_line_that_says_why(agent, tmp_path):
         fork(checkpoint(agent, "s", tmp_path / "x.jsonl"))
     assert "works for Claude Code, Qwen Code, Copilot CLI and OpenCode sessions" in e.value.message
     assert "\n" not in e.value.message
+
+
+def test_an_opencode_dry_run_reads_the_database_and_names_the_session_the_export_gives(tmp_path, monkeypatch):
+    """A dry run reads the session from OpenCode's database (its 1.18 layout: ids in columns,
+    the rest as JSON in `data`) without a start of OpenCode, and computes the id the real
+    run, from `opencode export`, imports; an unreadable database falls back to the export."""
+    import sqlite3
+    data = json.loads((HERE / "opencode" / "sessions" / "export.json").read_text())
+    sid = data["info"]["id"]
+    db = tmp_path / "opencode" / "opencode.db"
+    db.parent.mkdir()
+    con = sqlite3.connect(db)
+    con.executescript("CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT);"
+                      "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, data TEXT);"
+                      "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, data TEXT);")
+    con.execute("INSERT INTO session VALUES (?, ?)", (sid, str(tmp_path)))
+    for m in reversed(data["messages"]):              # rows in no particular order
+        info = {k: v for k, v in m["info"].items() if k not in ("id", "sessionID")}
+        con.execute("INSERT INTO message VALUES (?, ?, ?)", (m["info"]["id"], sid, json.dumps(info)))
+        for p in reversed(m["parts"]):
+            rest = {k: v for k, v in p.items() if k not in ("id", "sessionID", "messageID")}
+            con.execute("INSERT INTO part VALUES (?, ?, ?, ?)", (p["id"], m["info"]["id"], sid, json.dumps(rest)))
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    from rewind.catalog.foreign import opencode_session
+    read = opencode_session(str(db), sid)
+    assert [(m["info"]["id"], m["info"]["role"], [p["id"] for p in m["parts"]]) for m in read] == \
+        [(m["info"]["id"], m["info"]["role"], [p["id"] for p in m["parts"]]) for m in data["messages"]]
+    assert [opencode._prompt_text(m) for m in read] == [opencode._prompt_text(m) for m in data["messages"]]
+    # an `opencode` that can only export (the fixture), logging each start
+    bin_dir, starts = tmp_path / "bin", tmp_path / "starts"
+    bin_dir.mkdir()
+    (tmp_path / "export.json").write_text(json.dumps(data))
+    exe = bin_dir / "opencode"
+    exe.write_text(f'#!/bin/sh\necho "$1 $3" >> {starts}\n'
+                   f'[ "$1 $3" = "export {sid}" ] && exec cat {tmp_path / "export.json"}\nexit 1\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    cp = checkpoint("opencode", sid, db, message=PROMPTS[1])
+    dry_id, where = opencode.fork(cp, dry_run=True, root=str(tmp_path))
+    assert not starts.exists() and where == str(db) and db.read_bytes() == before
+    db.rename(db.with_suffix(".gone"))            # the database unreadable: the export, the same id
+    assert opencode.fork(checkpoint("opencode", sid, db, message=PROMPTS[1]), dry_run=True,
+                         root=str(tmp_path))[0] == dry_id
+    assert starts.read_text().splitlines() == [f"export {sid}", f"export {dry_id}"]     # the session; is the id free

@@ -8,7 +8,8 @@ by id, leaving any that exist alone).
 The fork is the export cut before the checkpoint's user message, every id in it (the
 session's, each message's and part's, wherever they appear) replaced by a new one: a
 message's or part's keeps its time-ordered prefix, so the order stays the original's, and
-its random tail comes from what is kept, so the dry run names the session the real run
+its random tail comes from the ids of what is kept, so the dry run (which reads the session
+from the database, read only, without a start of OpenCode) names the session the real run
 imports and forking the same point again gives the same session back (a session of that id
 that holds other messages, a fork resumed since, moves on to the next id; whether it is
 there is read from the database, read only, by catalog/foreign.py). Both commands run
@@ -86,7 +87,8 @@ def _messages_of(binary: str, db: str | None, session: str, cwd: str, env: dict)
 
 
 def check(cp: Checkpoint) -> None:
-    """What the picker asks before it offers the fork (a dry run costs two starts of OpenCode):
+    """What the picker asks before it offers the fork (a dry run costs a start of OpenCode
+    when the database cannot be read):
     an OpenCode session, and its CLI to export and import it."""
     if not cp.session_id:
         raise ConversationUnavailable(f"checkpoint {cp.number} has no OpenCode session")
@@ -127,19 +129,22 @@ def _replaced(value, ids: dict):
 
 def fork(cp: Checkpoint, dry_run: bool = False, root: str | None = None) -> tuple[str, str]:
     """Import the forked session into OpenCode's database; returns (new session id, the
-    database it went into)."""
+    database it went into). A dry run reads the session from the database (no start of
+    OpenCode) when it can; the real run exports it, as what it imports must be OpenCode's."""
     if not cp.session_id:
         raise ConversationUnavailable(f"checkpoint {cp.number} has no OpenCode session")
     binary, env = _binary(), _env(cp.transcript_path)
     where = cp.transcript_path or "OpenCode's database"
     cwd = root if root and os.path.isdir(root) else os.getcwd()
-    data = _export(binary, cp.session_id, cwd, env)
-    if data is None:
-        raise ConversationUnavailable(f"OpenCode cannot export session {cp.session_id}",
-                                      hint="it may have been deleted; the files can still be rewound")
-    folder = data["info"].get("directory")
-    if isinstance(folder, str) and os.path.isdir(folder):
-        cwd = folder                 # import files the session under the project of its folder
+    data = {"info": None, "messages": _from_database(cp) if dry_run else None}
+    if data["messages"] is None:
+        data = _export(binary, cp.session_id, cwd, env)
+        if data is None:
+            raise ConversationUnavailable(f"OpenCode cannot export session {cp.session_id}",
+                                          hint="it may have been deleted; the files can still be rewound")
+        folder = data["info"].get("directory")
+        if isinstance(folder, str) and os.path.isdir(folder):
+            cwd = folder             # import files the session under the project of its folder
     messages = [m for m in data["messages"] if isinstance(m, dict)]
     cut = next((i for i, m in enumerate(messages)
                 if cp.message is not None and (t := _prompt_text(m)) is not None
@@ -152,41 +157,61 @@ def fork(cp: Checkpoint, dry_run: bool = False, root: str | None = None) -> tupl
         raise ConversationUnavailable(f"checkpoint {cp.number} comes before the first prompt of its session: "
                                       "there is no earlier conversation to continue", hint="start a new session")
     olds = [cp.session_id] + [i for m in kept for i in
-                              [m["info"].get("id")] + [p.get("id") for p in m.get("parts") or [] if isinstance(p, dict)]
+                              [_info(m).get("id")] + [p.get("id") for p in m.get("parts") or [] if isinstance(p, dict)]
                               if isinstance(i, str) and i]
-    content = hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+    # what is kept, by its ids (sorted: the same set whether read from the database or the export)
+    kept_ids = hashlib.sha256("\n".join(olds[:1] + sorted(olds[1:])).encode()).hexdigest()
     for attempt in range(100):
-        seed = f"{cp.session_id}:{cp.number}:{content}:{attempt}"
+        seed = f"{cp.session_id}:{cp.number}:{kept_ids}:{attempt}"
         ids = {old: _new_id(old, seed) for old in olds}
         new_id = ids[cp.session_id]
-        info = {k: v for k, v in _replaced(data["info"], ids).items() if k not in ("share", "revert")}
-        if isinstance(info.get("title"), str):
-            info["title"] += " (fork)"
-        fork_data = {"info": info, "messages": _replaced(kept, ids)}
         existing = _messages_of(binary, cp.transcript_path, new_id, cwd, env)
         if existing is None:
             break
-        if existing == [m["info"].get("id") for m in fork_data["messages"]]:
+        if existing == [ids.get(_info(m).get("id")) for m in kept]:
             return new_id, where                # imported by an earlier fork of this point
     else:
         raise ConversationUnavailable(f"cannot find a free id for the forked OpenCode session {cp.session_id}")
     if not dry_run:
-        from rewind.constants import TMP_DIR
-        from rewind.locations import data_dir
-        tmp = os.path.join(data_dir(), TMP_DIR)
-        os.makedirs(tmp, mode=0o700, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix="opencode-fork-", suffix=".json", dir=tmp)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(fork_data, f)
-            r = _run([binary, "import", "--pure", name], cwd, env, "import")
-        finally:
-            os.unlink(name)
-        if r.returncode != 0 or new_id.encode() not in r.stdout:
-            said = (r.stderr or r.stdout).decode(errors="replace").strip().splitlines()
-            raise ConversationUnavailable("`opencode import` did not take the forked session"
-                                          + (f": {said[-1][:200]}" if said else ""))
+        info = {k: v for k, v in _replaced(data["info"], ids).items() if k not in ("share", "revert")}
+        if isinstance(info.get("title"), str):
+            info["title"] += " (fork)"
+        _import(binary, {"info": info, "messages": _replaced(kept, ids)}, new_id, cwd, env)
     return new_id, where
+
+
+def _info(message: dict) -> dict:
+    return message["info"] if isinstance(message.get("info"), dict) else {}
+
+
+def _from_database(cp: Checkpoint) -> list | None:
+    """The session's messages read from OpenCode's database (catalog/foreign.py), None when
+    it cannot be read so or holds no such session (the export then says why)."""
+    from rewind.catalog.foreign import Unreadable, opencode_session
+    if not cp.transcript_path:
+        return None
+    try:
+        return opencode_session(cp.transcript_path, cp.session_id)
+    except Unreadable:
+        return None
+
+
+def _import(binary: str, fork_data: dict, new_id: str, cwd: str, env: dict) -> None:
+    from rewind.constants import TMP_DIR
+    from rewind.locations import data_dir
+    tmp = os.path.join(data_dir(), TMP_DIR)
+    os.makedirs(tmp, mode=0o700, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="opencode-fork-", suffix=".json", dir=tmp)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(fork_data, f)
+        r = _run([binary, "import", "--pure", name], cwd, env, "import")
+    finally:
+        os.unlink(name)
+    if r.returncode != 0 or new_id.encode() not in r.stdout:
+        said = (r.stderr or r.stdout).decode(errors="replace").strip().splitlines()
+        raise ConversationUnavailable("`opencode import` did not take the forked session"
+                                      + (f": {said[-1][:200]}" if said else ""))
 
 
 def resume_command(root: str, new_id: str, where: str, shown_root: str) -> str:
