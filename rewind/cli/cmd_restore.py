@@ -218,7 +218,7 @@ def register(app: typer.Typer) -> None:
                yes: YesOpt = False,
                dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
                project: ProjectOpt = None,
-               conversation: bool = typer.Option(False, "--conversation", help="Also fork the agent's conversation (Claude Code, Qwen Code, Copilot CLI, OpenCode) to just before this checkpoint's prompt."),
+               conversation: bool = typer.Option(False, "--conversation", help="Also fork the agent's conversation (Claude Code, Gemini CLI, Qwen Code, Copilot CLI, OpenCode) to just before this checkpoint's prompt."),
                conversation_only: bool = typer.Option(False, "--conversation-only", help="Only fork the conversation; leave the files."),
                cross_mounts: bool = typer.Option(False, "--cross-mounts", help="Also restore paths on other filesystems mounted inside the project (left alone by default)."),
                as_json: JsonOpt = False):

@@ -1,7 +1,7 @@
 """Rewinding an agent's conversation: a new session that ends just before a checkpoint's
 prompt, beside the original (which is never modified), and the command that continues it.
-One module per agent whose sessions can be forked safely (history/forks/: claude, qwen,
-copilot, opencode; each says how its agent keeps a session); any other agent's checkpoint gets a one-line
+One module per agent whose sessions can be forked safely (history/forks/: claude, gemini,
+qwen, copilot, opencode; each says how its agent keeps a session); any other agent's checkpoint gets a one-line
 refusal that says why.
 """
 
@@ -12,10 +12,9 @@ import importlib
 from rewind.errors import ConversationUnavailable
 from rewind.model import Checkpoint
 
-AGENTS = {"claude": "Claude Code", "qwen": "Qwen Code", "copilot": "Copilot CLI", "opencode": "OpenCode"}
+AGENTS = {"claude": "Claude Code", "gemini": "Gemini CLI", "qwen": "Qwen Code", "copilot": "Copilot CLI", "opencode": "OpenCode"}
 # why the others cannot be forked
 _WHY_NOT = {
-    "gemini": "not built for Gemini CLI's session files yet; the files can still be rewound",
     "codex": "not built for Codex's rollout files yet; the files can still be rewound",
     "cline": "Cline's CLI resumes a task only in its terminal interface; the files can still be rewound",
     "cursor": "Cursor keeps its conversations inside the editor; the files can still be rewound",

@@ -80,7 +80,7 @@ def test_by_prompt_text_when_the_agent_sent_no_prompt_id(tmp_path):
 
 @pytest.mark.parametrize("case, message", [
     ("format", "does not understand"), ("first", "before the first prompt"), ("missing", "cannot read"),
-    ("agent", "Claude Code, Qwen Code, Copilot CLI and OpenCode sessions")])
+    ("agent", "Claude Code, Gemini CLI, Qwen Code, Copilot CLI and OpenCode sessions")])
 def test_refusals_are_clear(tmp_path, case, message):
     if case == "format":
         c = cp(tmp_path, [{"kind": "something else entirely"}])
@@ -89,7 +89,7 @@ def test_refusals_are_clear(tmp_path, case, message):
     elif case == "missing":
         c = cp(tmp_path, [], transcript_path=str(tmp_path / "gone.jsonl"))
     else:
-        c = cp(tmp_path, [], agent="gemini")
+        c = cp(tmp_path, [], agent="cursor")
     with pytest.raises(RewindError, match=message):
         fork(c)
 

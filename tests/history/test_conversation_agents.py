@@ -1,4 +1,4 @@
-"""The conversation fork of Qwen Code, Copilot CLI and OpenCode sessions, on the sessions the
+"""The conversation fork of Gemini CLI, Qwen Code, Copilot CLI and OpenCode sessions, on the sessions the
 real CLIs wrote in the end-to-end matrix (tests/agents/<agent>/sessions): where the cut is,
 that kept events are the agent's bytes with only the session renamed, the refusals, and that
 the same point forked again is the same session. The forks resumed by the real CLIs are in
@@ -24,6 +24,7 @@ PROMPTS = ("Add a discount module and a guide, then write a report.",
            "Clean the build and try the tests.")
 QWEN_ID = "9d7397d5-7ffe-4015-9b10-0dceaf89a4b1"
 COPILOT_ID = "6e9481e1-f4ec-44a7-bce6-29206673986a"
+GEMINI_ID, GEMINI_FILE = "01373364-110a-461b-972f-9c4ffbdb81f8", "session-2026-12-07T16-59-01373364.jsonl"
 
 
 def checkpoint(agent: str, session: str, path, number: int = 2, message: str = PROMPTS[1]) -> Checkpoint:
@@ -43,6 +44,49 @@ def copilot_session(tmp_path) -> Path:
     states = tmp_path / "home" / ".copilot" / "session-state"
     shutil.copytree(HERE / "copilot" / "sessions" / COPILOT_ID, states / COPILOT_ID)
     return states / COPILOT_ID / "events.jsonl"
+
+
+@pytest.fixture
+def gemini_session(tmp_path) -> Path:
+    chats = tmp_path / "home" / ".gemini" / "tmp" / "proj" / "chats"
+    chats.mkdir(parents=True)
+    return Path(shutil.copy(HERE / "gemini" / "sessions" / GEMINI_FILE, chats))
+
+
+@pytest.mark.parametrize("number", [2, 3])
+def test_gemini_keeps_the_earlier_prompts_lines_as_they_were_with_the_new_session(gemini_session, number):
+    """Gemini CLI's session file (0.61.0, as the real CLI wrote it in the matrix): the lines
+    before the prompt's user record, byte for byte but for the session id in the headers
+    (one per start of the CLI) and the `$set` lines, in `session-<start>-<id8>.jsonl`."""
+    original = gemini_session.read_bytes()
+    c = checkpoint("gemini", GEMINI_ID, gemini_session, number=number, message=PROMPTS[number - 1])
+    planned = fork(c, dry_run=True)
+    assert not Path(planned[1]).exists()
+    new_id, path = fork(c)
+    assert (new_id, path) == planned == fork(c)                          # the same point again: the same session
+    assert Path(path).parent == gemini_session.parent
+    assert Path(path).name == f"session-2026-12-07T16-59-{new_id[:8]}.jsonl"
+    lines = original.split(b"\n")
+    cut = next(i for i, line in enumerate(lines) if PROMPTS[number - 1].encode() in line and b'"type":"user"' in line)
+    renamed = b"\n".join(lines[:cut]).replace(b'"sessionId":"%s"' % GEMINI_ID.encode(),
+                                             b'"sessionId":"%s"' % new_id.encode())
+    assert Path(path).read_bytes() == renamed + b"\n"
+    assert GEMINI_ID.encode() not in Path(path).read_bytes()
+    assert gemini_session.read_bytes() == original                       # never modified
+    written = Path(path).read_text()
+    assert all(p in written for p in PROMPTS[:number - 1]) and not any(p in written for p in PROMPTS[number - 1:])
+    headers = [json.loads(line) for line in written.splitlines() if '"projectHash"' in line]
+    assert len(headers) == number and {h["sessionId"] for h in headers} == {new_id}     # (the prompt's own start too)
+
+
+def test_gemini_refuses_the_first_prompt_and_resumes_under_its_home(gemini_session, tmp_path):
+    from rewind.history.conversation import resume_command
+    with pytest.raises(ConversationUnavailable, match="before the first prompt"):
+        fork(checkpoint("gemini", GEMINI_ID, gemini_session, number=1, message=PROMPTS[0]))
+    c = checkpoint("gemini", GEMINI_ID, gemini_session)
+    new_id, path = fork(c, dry_run=True)
+    assert resume_command(c, "/p", new_id, path) == \
+        f"cd /p && GEMINI_CLI_HOME={tmp_path / 'home'} gemini --resume {new_id}"
 
 
 def test_qwen_keeps_the_first_prompts_lines_as_they_were_with_the_new_session(qwen_session):
@@ -175,11 +219,11 @@ def test_opencode_finds_the_prompt_as_typed_and_needs_its_cli(tmp_path, monkeypa
         fork(checkpoint("opencode", data["info"]["id"], None))
 
 
-@pytest.mark.parametrize("agent", ["gemini", "codex", "cline", "cursor", None])
+@pytest.mark.parametrize("agent", ["codex", "cline", "cursor", None])
 def test_other_agents_get_one_line_that_says_why(agent, tmp_path):
     with pytest.raises(ConversationUnavailable) as e:
         fork(checkpoint(agent, "s", tmp_path / "x.jsonl"))
-    assert "works for Claude Code, Qwen Code, Copilot CLI and OpenCode sessions" in e.value.message
+    assert "works for Claude Code, Gemini CLI, Qwen Code, Copilot CLI and OpenCode sessions" in e.value.message
     assert "\n" not in e.value.message
 
 

@@ -411,11 +411,12 @@ def test_a_real_session_is_attributed_and_rewound_exactly(agent, watch, load, tm
     said = [line for line in (log.read_text().splitlines() if log.exists() else [])
             if not (agent == "opencode" and line.endswith("full scan: an ignore file changed (.opencode/.gitignore)"))]
     assert not said, "\n".join(said)
-    if flag == "--agent":
+    if flag == "--agent" or agent == "gemini":
         _the_fork_resumes_before_the_second_prompt(agent, proj, tmp_path, load)
 
 
-FORKED = {   # where the agent keeps a session (under chat_session.py's home), for the original's bytes
+FORKED = {   # where the agent keeps a session (under its harness's home), for the original's bytes
+    "gemini": lambda home, sid: next((home / ".gemini" / "tmp").glob(f"*/chats/session-*-{sid[:8]}.jsonl")),
     "qwen": lambda home, sid: next((home / ".qwen" / "projects").glob(f"*/chats/{sid}.jsonl")),
     "copilot": lambda home, sid: home / ".copilot" / "session-state" / sid / "events.jsonl",
 }
@@ -426,7 +427,8 @@ def _the_fork_resumes_before_the_second_prompt(agent: str, proj: Path, tmp_path:
     model is shown the first prompt's conversation and nothing of the second's or the
     third's; the original session is left as it was."""
     env = {"PATH": f"{Path(BINS[agent]).parent}{os.pathsep}{os.environ['PATH']}"} if agent == "opencode" else {}
-    out, home = Path(f"{proj}.chat-out"), Path(f"{proj}.chat-out") / "home"
+    out, home = (Path(f"{proj}.realclient-out"), Path(f"{proj}.realclient-out") / "gemini-home") \
+        if agent == "gemini" else (Path(f"{proj}.chat-out"), Path(f"{proj}.chat-out") / "home")
     original = json.loads(run_rewind("list", "--json", cwd=proj, check=0).stdout)[-1]["session_id"]
     kept = FORKED[agent](home, original).read_bytes() if agent in FORKED else None
     dry = run_rewind("to", "2", "--dry-run", "--conversation-only", cwd=proj, check=0, env=env).stdout
@@ -436,13 +438,16 @@ def _the_fork_resumes_before_the_second_prompt(agent: str, proj: Path, tmp_path:
     assert new_id != original and new_id in dry, (dry, said)        # the dry run named the session made
     (tmp_path / "cont.json").write_text(json.dumps({"prompts": [{"prompt": RESUME_PROMPT,
                                                                    "turns": [{"text": "We made a discount module."}]}]}))
-    sent = (out / "requests.jsonl").read_text().count("\n")
+    # (Gemini's harness starts a new requests log: it holds the resumed run's alone)
+    sent = 0 if agent == "gemini" else (out / "requests.jsonl").read_text().count("\n")
+    resume = ["--gemini-arg=--resume", f"--gemini-arg={new_id}", "--events", "SessionStart,BeforeAgent,AfterAgent"] \
+        if agent == "gemini" else ["--resume", new_id]          # (a turn with no tool: no tool hooks to expect)
     with load():
-        r = subprocess.run([*driver(agent, "--agent", BINS[agent]), "--project-dir", str(proj),
-                            "--scenario", str(tmp_path / "cont.json"), "--resume", new_id],
+        r = subprocess.run([*driver(agent, AGENTS[agent][1], BINS[agent]), "--project-dir", str(proj),
+                            "--scenario", str(tmp_path / "cont.json"), *resume],
                            capture_output=True, text=True, timeout=300, cwd=proj)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    asked = [json.dumps(json.loads(line)["body"].get("messages"))
+    asked = [json.dumps(json.loads(line)["body"].get("contents" if agent == "gemini" else "messages"))
              for line in (out / "requests.jsonl").read_text().splitlines()[sent:]]
     asked = [a for a in asked if RESUME_PROMPT in a]
     assert asked, "the resumed session asked the model nothing"
