@@ -15,7 +15,8 @@ from rewind.model import Checkpoint
 AGENTS = {"claude": "Claude Code", "gemini": "Gemini CLI", "qwen": "Qwen Code", "copilot": "Copilot CLI", "opencode": "OpenCode"}
 # why the others cannot be forked
 _WHY_NOT = {
-    "codex": "not built for Codex's rollout files yet; the files can still be rewound",
+    "codex": ("Codex finds a session to resume through its own database (the threads of "
+              "$CODEX_HOME/state_*.sqlite), which rewind does not write; the files can still be rewound"),
     "cline": "Cline's CLI resumes a task only in its terminal interface; the files can still be rewound",
     "cursor": "Cursor keeps its conversations inside the editor; the files can still be rewound",
 }
