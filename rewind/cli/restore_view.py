@@ -290,11 +290,15 @@ def say_rewound(target, safety, plan: RestorePlan) -> None:
 
 
 def forked_text(target, new_id: str, root: str, where: str) -> str:
-    """What a conversation fork wrote and the command that continues it (two lines; said by
-    `rewind to --conversation` and by the picker)."""
+    """What a conversation fork wrote and the command that continues it (two lines, and a
+    note when the agent itself may lose the fork; said by `rewind to --conversation` and by
+    the picker)."""
+    from rewind.history.conversation import caveat
+    note = caveat(target, root, where)
     return (f"Conversation: a new session {new_id} that ends before checkpoint {target.number}'s prompt "
             f"(the original session is untouched).\n"
-            f"  continue it with:  {resume_command(target, root, new_id, where)}")
+            f"  continue it with:  {resume_command(target, root, new_id, where)}"
+            + (f"\n  note: {note}" if note else ""))
 
 
 def resume_command(target, root: str, new_id: str, where: str) -> str:

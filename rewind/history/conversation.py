@@ -54,3 +54,10 @@ def refusal(cp: Checkpoint) -> str | None:
 def resume_command(cp: Checkpoint, root: str, new_id: str, where: str, shown_root: str | None = None) -> str:
     """The command line that continues the fork, in the project's folder."""
     return _module(cp).resume_command(root, new_id, where, shown_root or root)
+
+
+def caveat(cp: Checkpoint, root: str, where: str) -> str | None:
+    """What the agent itself may do to the fork once it is continued, when the person should
+    know it (one line), or None."""
+    check = getattr(_module(cp), "caveat", None)
+    return check(root, where) if check else None

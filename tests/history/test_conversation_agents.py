@@ -89,6 +89,33 @@ def test_gemini_refuses_the_first_prompt_and_resumes_under_its_home(gemini_sessi
         f"cd /p && GEMINI_CLI_HOME={tmp_path / 'home'} gemini --resume {new_id}"
 
 
+
+def test_gemini_warns_of_its_own_sweep_until_its_settings_turn_it_off(gemini_session, tmp_path):
+    """Gemini CLI 0.61 deletes a session resumed in a later minute than it began at its next
+    start (its session retention sweep; seen in the matrix): the fork says so, and how to stop
+    it, until the user's settings or the workspace's (which win) turn the sweep off."""
+    from rewind.history.conversation import caveat
+    c = checkpoint("gemini", GEMINI_ID, gemini_session)
+    root = tmp_path / "proj"
+    (root / ".gemini").mkdir(parents=True)
+    user = tmp_path / "home" / ".gemini" / "settings.json"
+    workspace = root / ".gemini" / "settings.json"
+
+    def said(user_text: str | None, workspace_text: str | None) -> str | None:
+        for path, text in ((user, user_text), (workspace, workspace_text)):
+            path.unlink(missing_ok=True)
+            if text is not None:
+                path.write_text(text)
+        return caveat(c, str(root), str(gemini_session))
+
+    off, on = ('{"general": {"sessionRetention": {"enabled": %s}}}' % v for v in ("false", "true"))
+    assert "gemini-cli#27368" in said(None, None) and '"enabled": false' in said(None, None)
+    assert said('{"general": {}}', '{"hooks": {}}') is not None
+    assert said(off, None) is None and said(None, off) is None and said(on, off) is None
+    assert said(off, on) is not None                     # the workspace's settings win
+    assert said("{ // a comment\n}", None) is not None   # unreadable as JSON: cannot tell, so it says
+    assert caveat(checkpoint("qwen", QWEN_ID, gemini_session), str(root), str(gemini_session)) is None
+
 def test_qwen_keeps_the_first_prompts_lines_as_they_were_with_the_new_session(qwen_session):
     original = qwen_session.read_bytes()
     new_id, path = fork(checkpoint("qwen", QWEN_ID, qwen_session))

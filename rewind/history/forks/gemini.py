@@ -82,12 +82,52 @@ def fork(cp: Checkpoint, dry_run: bool = False, root: str | None = None) -> tupl
     return new_id, target
 
 
-def resume_command(root: str, new_id: str, transcript: str, shown_root: str) -> str:
-    """`cd ROOT && gemini --resume ID`, with the GEMINI_CLI_HOME the session lives under
-    (<home>/.gemini/tmp/<project>/chats/<file>) when it is not the home directory."""
+def _home(transcript: str) -> str:
+    """The GEMINI_CLI_HOME of <home>/.gemini/tmp/<project>/chats/<file>."""
     home = transcript
     for _ in range(5):
         home = os.path.dirname(home)
+    return home
+
+
+def _retention_off(path: str) -> bool | None:
+    """What the settings file at `path` says of `general.sessionRetention.enabled` turned
+    off: True, False (on, or a file rewind cannot read as JSON), None (it says nothing)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return False
+    general = settings.get("general") if isinstance(settings, dict) else None
+    retention = general.get("sessionRetention") if isinstance(general, dict) else None
+    enabled = retention.get("enabled") if isinstance(retention, dict) else None
+    return None if enabled is None else enabled is False
+
+
+def caveat(root: str, transcript: str) -> str | None:
+    """Gemini CLI 0.61 itself deletes a session resumed in a later minute than it began: the
+    resume opens a second file (`session-<now>-<id8>.jsonl`, a header alone), and the next
+    start's sweep of unreadable sessions deletes every file of those 8 characters
+    (google-gemini/gemini-cli#27368). Its session retention turned off stops the sweep;
+    the workspace's settings override the user's."""
+    said = None
+    for path in (os.path.join(_home(transcript), ".gemini", "settings.json"),
+                 os.path.join(root, ".gemini", "settings.json")):
+        off = _retention_off(path)
+        said = said if off is None else off
+    if said:
+        return None
+    return ("Gemini CLI 0.61 deletes a session resumed in a later minute than it began, at its next start "
+            "(google-gemini/gemini-cli#27368); \"general\": {\"sessionRetention\": {\"enabled\": false}} "
+            "in its settings.json stops that")
+
+
+def resume_command(root: str, new_id: str, transcript: str, shown_root: str) -> str:
+    """`cd ROOT && gemini --resume ID`, with the GEMINI_CLI_HOME the session lives under
+    (<home>/.gemini/tmp/<project>/chats/<file>) when it is not the home directory."""
+    home = _home(transcript)
     env = ""
     if os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(transcript)))) == "tmp" and \
             os.path.realpath(home) != os.path.realpath(os.path.expanduser("~")):
