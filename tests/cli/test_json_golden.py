@@ -294,7 +294,9 @@ def _wait_watching(root, proc) -> dict:
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         st = json.loads(run_rewind("watch", "--status", "--json", cwd=root, check=0).stdout)
-        if st["running"] and st["problem"] is None:
+        # ready: running, no problem, and its first scan done (on a busy machine the scan of
+        # even two files can outlast the start, and the golden is of a watcher at rest)
+        if st["running"] and st["problem"] is None and st["first_scan_since"] is None:
             return st
         time.sleep(0.2)
     raise AssertionError(f"the watcher never got ready: {st}")

@@ -89,7 +89,6 @@ def test_gemini_refuses_the_first_prompt_and_resumes_under_its_home(gemini_sessi
         f"cd /p && GEMINI_CLI_HOME={tmp_path / 'home'} gemini --resume {new_id}"
 
 
-
 def test_gemini_warns_of_its_own_sweep_until_its_settings_turn_it_off(gemini_session, tmp_path):
     """Gemini CLI 0.61 deletes a session resumed in a later minute than it began at its next
     start (its session retention sweep; seen in the matrix): the fork says so, and how to stop
@@ -115,6 +114,7 @@ def test_gemini_warns_of_its_own_sweep_until_its_settings_turn_it_off(gemini_ses
     assert said(off, on) is not None                     # the workspace's settings win
     assert said("{ // a comment\n}", None) is not None   # unreadable as JSON: cannot tell, so it says
     assert caveat(checkpoint("qwen", QWEN_ID, gemini_session), str(root), str(gemini_session)) is None
+
 
 def test_qwen_keeps_the_first_prompts_lines_as_they_were_with_the_new_session(qwen_session):
     original = qwen_session.read_bytes()

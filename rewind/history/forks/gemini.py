@@ -112,12 +112,12 @@ def caveat(root: str, transcript: str) -> str | None:
     start's sweep of unreadable sessions deletes every file of those 8 characters
     (google-gemini/gemini-cli#27368). Its session retention turned off stops the sweep;
     the workspace's settings override the user's."""
-    said = None
-    for path in (os.path.join(_home(transcript), ".gemini", "settings.json"),
-                 os.path.join(root, ".gemini", "settings.json")):
+    for path in (os.path.join(root, ".gemini", "settings.json"),
+                 os.path.join(_home(transcript), ".gemini", "settings.json")):
         off = _retention_off(path)
-        said = said if off is None else off
-    if said:
+        if off is not None:
+            break
+    if off:
         return None
     return ("Gemini CLI 0.61 deletes a session resumed in a later minute than it began, at its next start "
             "(google-gemini/gemini-cli#27368); \"general\": {\"sessionRetention\": {\"enabled\": false}} "
