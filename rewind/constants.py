@@ -4,7 +4,7 @@ RING_SIZE = 100            # checkpoints kept per project
 RETENTION_DAYS = 30        # checkpoints older than this are dropped
 MAX_FILE_SIZE = 50 * 1024 * 1024   # larger files are flagged `large`, not stored
 
-SCHEMA_VERSION = 10        # catalog schema (catalog/schema.py MIGRATIONS takes older ones up)
+SCHEMA_VERSION = 11        # catalog schema (catalog/schema.py MIGRATIONS takes older ones up)
 TREE_FORMAT = b"rewind-tree 1\n"   # first line of every tree object
 
 CATALOG_NAME = "catalog.sqlite"

@@ -293,6 +293,12 @@ MIGRATIONS = [
     """
     ALTER TABLE checkpoints ADD COLUMN reverts TEXT;
     """,
+    # 11: store format 2, objects stored against a base (store/delta.py: codecs 3-5), made by
+    # the background rewrites. No table changes: as at 6, the version is the point; a rewind
+    # that knows only whole objects would take every delta for damaged, so it says "upgrade"
+    """
+    INSERT OR REPLACE INTO meta(key, value) VALUES ('object_codecs', 'raw zlib zstd zstd-delta zlib-delta zstd-dict');
+    """,
 ]
 
 

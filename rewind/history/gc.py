@@ -170,7 +170,8 @@ def mark(store: Store, roots: dict[str, list], progress: Progress | None = None,
             walk(oid, False, "the stat cache")
         elif kind in (FILE, LINK) and oid:
             marked.add(oid)
-    return marked
+    from rewind.store.delta import mark_bases
+    return mark_bases(store, marked)       # and what those are stored against
 
 
 @contextmanager
@@ -307,7 +308,7 @@ def apply(plan: GcPlan, home: str, catalog: Catalog, progress: Progress | None =
     # merging small packs writes one new pack (it may be large) before deleting them and
     # drops only what no root named under the lock: nothing a writer can come to rely on
     # (put never relies on a packed copy), so hooks need not wait for it
-    merge_small(home, small, marked, report, False)
+    merge_small(home, small, marked, report, False, roots["checkpoints"])
     try:
         recompress(home)      # a first snapshot's raw packs its background job left (killed, say)
     except Exception as e:    # they stay raw, whole: never a reason for gc to fail

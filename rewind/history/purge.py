@@ -167,7 +167,12 @@ def purge(home: str, catalog, project_id: int, root: str, rels: list[str]) -> Pu
 
 
 def _delete(home: str, oids: set[str]) -> tuple[int, int]:
-    """The objects themselves: loose copies unlinked, packs that hold one rewritten without it."""
+    """The objects themselves: loose copies unlinked, packs that hold one rewritten without it.
+    First, what is stored against them (store/delta.py) is stored whole again, so nothing
+    kept needs a base that goes; and a dictionary trained in a pack that held one of them
+    (it may hold pieces of it) goes too, the objects that used it stored whole."""
+    from rewind.store.objects import ZSTD_DICT
+    from rewind.store.delta import whole
     from rewind.store.pack import Pack
     from rewind.store.repack import write_merged
     from rewind.store.sweep import remove_pack
@@ -175,34 +180,54 @@ def _delete(home: str, oids: set[str]) -> tuple[int, int]:
     from rewind.store.objects import PACKS_DIR
     removed, size = set(), 0
     objects = os.path.join(home, OBJECTS_DIR)
-    for oid in oids:
-        p = loose_path(objects, oid)
-        try:
-            size += os.lstat(p).st_size
-            os.unlink(p)
-            removed.add(oid)
-        except FileNotFoundError:
-            pass
     pdir = os.path.join(home, PACKS_DIR)
     try:
         names = sorted(n for n in os.listdir(pdir) if n.endswith(".pack"))
     except FileNotFoundError:
         names = []
+    packs = {}
     for name in names:
         try:
-            pack = Pack(os.path.join(pdir, name))
+            packs[name] = Pack(os.path.join(pdir, name))
         except (OSError, ValueError):
             continue
-        held = [(oid, n) for oid, _, n in pack.entries() if oid in oids]
-        if not held:
+    going = set(oids)
+    for pack in packs.values():
+        if any(oid in oids for oid, _, _ in pack.entries()):
+            going.update(base for _, base, codec in pack.based() if codec == ZSTD_DICT)
+    store = Store(home)
+    rewhole: dict[str, bytes] = {}       # id -> its body stored whole, for what needs a base that goes
+    for pack in packs.values():
+        for oid, base, _ in pack.based():
+            if base in going and oid not in going:
+                try:
+                    rewhole[oid] = whole(store.get(oid))
+                except CorruptObject:
+                    pass                 # damaged already: it stays as it is, for `verify`
+    for oid in going:
+        p = loose_path(objects, oid)
+        try:
+            n = os.lstat(p).st_size
+            os.unlink(p)
+        except FileNotFoundError:
+            continue
+        if oid in oids:                  # (a dictionary that goes is not one of the contents)
+            size += n
+            removed.add(oid)
+    for pack in packs.values():
+        held = [(oid, n) for oid, _, n in pack.entries() if oid in going]
+        redo = any(oid in rewhole for oid, _, _ in pack.based())
+        if not held and not redo:
             pack.mm.close()
             continue
         if len(held) == pack.count:
             pack.mm.close()
             remove_pack(home, pack.path)
         else:
-            write_merged(home, [pack], lambda o: o not in oids)
+            write_merged(home, [pack], lambda o: o not in going, replace=rewhole)
+            pack.mm.close()
         for oid, n in held:
-            removed.add(oid)
-            size += n
+            if oid in oids:
+                removed.add(oid)
+                size += n
     return len(removed), size

@@ -40,6 +40,15 @@ from rewind.errors import CorruptObject
 from rewind.fsutil import ensure_private_dir, fsync_dir, in_parallel, write_all
 
 RAW, ZLIB, ZSTD = 0, 1, 2
+# against a base (store format 2): the codec byte, the base's 32-byte id, then the payload,
+# made with the base's content as the compressor's dictionary; written only by the
+# background rewrites (store/delta.py), never by a hook
+ZSTD_DELTA = 3           # zstd, the base's content as a raw prefix (a new version of a file)
+ZLIB_DELTA = 4           # zlib, the base's content as zdict (trees: a hook reads them with zlib)
+ZSTD_DICT = 5            # zstd with a trained dictionary; the base is the dictionary object
+BASED = frozenset((ZSTD_DELTA, ZLIB_DELTA, ZSTD_DICT))
+MAX_DEPTH = 2            # a delta's base may be dictionary-compressed, a dictionary's base nothing:
+                         # a read follows at most two bases (checked: deeper is damage)
 RAW_PREFIX = bytes([RAW])   # a stored body's first byte when it is kept as it is
 ZSTD_LEVEL = 1
 _SAMPLE = 64 * 1024
@@ -50,6 +59,7 @@ _PACKED = ""             # _staged value of an object in the batch's pack
 _HELD = "-"              # ... of one held in memory until the batch is known to be small or not
 _ASYNC_AFTER = 256       # a batch past this many objects compresses and writes on other threads
 _ASYNC_MIN = 2048        # ...those of this size or more (smaller ones are not worth a hand-off)
+_BASE_CACHE, _BASE_CACHE_ONE = 64, 1 << 20   # bases kept read: this many, each at most this big
 
 
 # -- the codec ---------------------------------------------------------------------------
@@ -122,10 +132,59 @@ def _zstd_reader():
     return z
 
 
+def base_of(raw) -> str | None:
+    """The id of the base a stored body needs, or None."""
+    if raw and raw[0] in BASED:
+        if len(raw) < 33:
+            raise ValueError("a based object too short for its base's id")
+        return bytes(raw[1:33]).hex()
+    return None
+
+
+_dicts = None           # threading.local: {dictionary id: ZstdDecompressor} per thread
+
+
+def decode_based(raw: bytes, base: bytes, base_id: str) -> bytes:
+    """The content of a body whose codec needs a base, given the base's (verified) content."""
+    codec, payload = raw[0], raw[33:]
+    if codec == ZLIB_DELTA:
+        d = zlib.decompressobj(zdict=base)
+        out = d.decompress(payload, MAX_FILE_SIZE)
+        if not d.eof or d.unconsumed_tail:
+            raise ValueError("zlib delta: truncated or too long")
+        return out
+    z = _zstd_reader()
+    try:
+        size = z.frame_content_size(payload)
+        if size < 0 or size > MAX_FILE_SIZE:
+            raise ValueError("zstd frame of no or an impossible size")
+        if codec == ZSTD_DELTA:
+            zd = z.ZstdCompressionDict(base, dict_type=z.DICT_TYPE_RAWCONTENT)
+            return z.ZstdDecompressor(dict_data=zd).decompress(payload, max_output_size=size)
+        global _dicts
+        if _dicts is None:
+            import threading
+            _dicts = threading.local()
+        cache = getattr(_dicts, "c", None)
+        if cache is None:
+            cache = _dicts.c = {}
+        dec = cache.get(base_id)
+        if dec is None:
+            if len(cache) > 8:
+                cache.clear()
+            dec = cache[base_id] = z.ZstdDecompressor(
+                dict_data=z.ZstdCompressionDict(base, dict_type=z.DICT_TYPE_FULLDICT))
+        return dec.decompress(payload, max_output_size=size)
+    except z.ZstdError as e:
+        raise ValueError(f"zstd: {e}") from None
+
+
 def decode(raw: bytes) -> bytes:
     if not raw:
         raise ValueError("empty object file")
     codec = raw[0]
+    if codec in BASED:
+        raise ValueError("an object stored against a base, read without it")
     if codec == RAW:
         return raw[1:]
     if codec == ZLIB:
@@ -178,6 +237,7 @@ class Store:
         self.damaged_packs: dict[str, str] = {}  # pack file -> why it could not be opened
         self.raw_packs = False                   # packs of file contents stored raw (pack.RAW_SUFFIX)
         self.written: list[str] = []             # the packs `flush` made, by file name
+        self._bases: dict[str, bytes] = {}       # bases read lately, verified (a restore of versions)
 
     def fs_now(self) -> int:
         """The filesystem's idea of now, read from a file made in tmp/: file times lag and
@@ -385,6 +445,8 @@ class Store:
             f = io.BytesIO(self._raw(oid))       # packed: its body is one slice anyway
         with f:
             codec = f.read(1)
+            if codec and codec[0] in BASED:
+                return self.get(oid)[:n]
             if codec == bytes([ZSTD]):
                 out = b""
                 with _zstd_reader().ZstdDecompressor().stream_reader(f, closefd=False) as r:
@@ -445,21 +507,50 @@ class Store:
         """Every pack on disk, by file name (all opened): {name: pack.Pack}."""
         return self._packs().all()
 
-    def get(self, oid: str) -> bytes:
+    def get(self, oid: str, _depth: int = 0) -> bytes:
         """The object's bytes, verified against its id (CorruptObject otherwise). What is
-        found damaged or missing is remembered (`found_damaged`)."""
+        found damaged or missing is remembered (`found_damaged`). An object stored against
+        a base (a delta, or a dictionary's) reads its base first, verified as well; a damaged
+        base makes this object damaged too, and says which base."""
         try:
             try:
-                return _verified(oid, self._raw(oid))
+                return self._whole(oid, self._raw(oid), _depth)
             except CorruptObject as e:
-                if e.problem == "missing" or oid in self._staged:
+                if e.problem == "missing" or oid in self._staged or e.problem.startswith("needs"):
                     raise
                 found = self._find_packed(oid)       # a damaged loose copy: a packed one may be whole
                 if found is None:
                     raise
                 pack, off, length = found
-                return _verified(oid, pack.read(off, length))
+                return self._whole(oid, pack.read(off, length), _depth)
         except CorruptObject as e:
             if is_oid(oid):
                 self.found_damaged[oid] = e.problem
             raise
+
+    def _whole(self, oid: str, raw: bytes, depth: int) -> bytes:
+        try:
+            base_id = base_of(raw)
+        except ValueError:
+            raise CorruptObject(oid, "damaged (does not decompress)") from None
+        if base_id is None:
+            return _verified(oid, raw)
+        if depth >= MAX_DEPTH or base_id == oid:
+            raise CorruptObject(oid, "damaged (a chain of bases deeper than the format allows)")
+        try:
+            base = self._bases.get(base_id)
+            if base is None:
+                base = self.get(base_id, depth + 1)
+                if len(base) <= _BASE_CACHE_ONE:      # versions of one file share a base: read once
+                    if len(self._bases) >= _BASE_CACHE:
+                        self._bases.pop(next(iter(self._bases)))
+                    self._bases[base_id] = base
+        except CorruptObject as e:
+            raise CorruptObject(oid, f"needs base {base_id[:12]}, which is {e.problem}") from None
+        try:
+            data = decode_based(raw, base, base_id)
+        except (ValueError, zlib.error):
+            raise CorruptObject(oid, "damaged (does not decompress)") from None
+        if digest_of(data) != oid:
+            raise CorruptObject(oid, "damaged (content does not match its id)")
+        return data

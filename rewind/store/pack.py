@@ -29,6 +29,7 @@ BSEARCHES = 64           # index into a dict only after this many finds and coun
                          # costs ~0.6 us an object: 2.6 ms for 4,096, 60 ms for 100,000; a hook makes
                          # ~100 finds, gc and verify make one per object)
 MAGIC, END = b"RWPACK1\n", b"RWPKEND\n"
+_BASED = (3, 4, 5)       # objects.BASED: codecs whose body names a base
 REC = 48                 # index record: 32-byte id, 8-byte offset, 8-byte length
 TRAILER = 24             # index offset, count, END
 _WRITE_AT = 1 << 20      # a pack being written gathers small bodies up to this much per write(2)
@@ -158,6 +159,7 @@ class Pack:
         self.small: dict[bytes, tuple[int, int]] | None = None
         self._dict: dict[bytes, int] | None = None     # id -> index record, built after BSEARCHES finds
         self._finds = 0
+        self._based: list[tuple[str, str, int]] | None = None
         if self.count <= DICT_PACK:
             base, mm = self.index_at, self.mm
             self.small = {mm[at:at + 32]: self._record(at) for at in range(base, base + self.count * REC, REC)}
@@ -195,6 +197,16 @@ class Pack:
         if off + length > self.index_at:
             raise CorruptObject("?", f"an index entry of {os.path.basename(self.path)} points past its objects")
         return self.mm[off:off + length]
+
+    def based(self) -> list[tuple[str, str, int]]:
+        """(id, base id, codec) of every object here stored against a base (store/delta.py)."""
+        if self._based is None:
+            mm, out = self.mm, []
+            for oid, off, length in self.entries():
+                if length >= 33 and mm[off] in _BASED and off + length <= self.index_at:
+                    out.append((oid, mm[off + 1:off + 33].hex(), mm[off]))
+            self._based = out
+        return self._based
 
     def entries(self):
         """(id, offset, length) of every object in the pack."""

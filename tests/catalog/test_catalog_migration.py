@@ -26,8 +26,8 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
     db.close()
     cat = catmod.Catalog(str(home))
     try:
-        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "10"
-        assert cat.meta("object_codecs") == "raw zlib zstd"
+        assert cat.meta("schema_version") == str(SCHEMA_VERSION) == "11"
+        assert cat.meta("object_codecs") == "raw zlib zstd zstd-delta zlib-delta zstd-dict"
         assert cat.checkpoint(1, 1).tree == "abc"
         st = cat.scan_state(1)
         assert (st.last_tree, st.last_scan_ns, st.consumed_seq, st.fallbacks) == ("abc", 5, 0, 0)
@@ -48,7 +48,7 @@ def test_a_version_1_catalog_is_migrated_in_place(tmp_path):
     finally:
         cat.close()
     cat = catmod.Catalog(str(home))           # opening it again changes nothing
-    assert cat.meta("schema_version") == "10"
+    assert cat.meta("schema_version") == "11"
     cat.close()
     assert os.path.exists(home / CATALOG_NAME)
 
@@ -66,7 +66,7 @@ def test_a_version_3_catalog_gets_hook_counts(tmp_path):
     db.close()
     cat = catmod.Catalog(str(home))
     try:
-        assert cat.meta("schema_version") == "10"
+        assert cat.meta("schema_version") == "11"
         assert cat.hook_counts(1)["standalone"] == 0
         cat.count_standalone_hook(1, "no watcher", 7)
         with cat.transaction():          # the count rides on the hook's own transaction
