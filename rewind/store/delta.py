@@ -28,13 +28,12 @@ from __future__ import annotations
 import zlib
 
 from rewind.errors import CorruptObject
-from rewind.store.objects import (BASED, RAW_PREFIX, ZLIB_DELTA, ZSTD, ZSTD_DELTA, ZSTD_DICT, Store,
-                                  _zstd_module, base_of, digest_of, encode)
+from rewind.store.objects import (ZLIB_DELTA, ZSTD_DELTA, ZSTD_DICT, Store, _zstd_module, base_of, digest_of,
+                                  encode)
 
 LEVEL = 3                # zstd for rewritten contents: 30.8 MiB against level 1's 32.3 on the
                          # benchmark's 101 MiB of text, at 208 against 228 MB/s (one core, measured)
 ZLIB_LEVEL = 6
-SAMPLE = 64 * 1024       # as objects.encode: a big object's first 64 KB tell whether it compresses
 KEEP_DELTA = 0.5         # a delta is kept when it is at most this share of the object's own body
 DELTA_MAX = 16 << 20     # objects and bases above this are stored whole (the window a delta needs)
 DICT_SIZE = 112 * 1024   # zstd's default dictionary size
@@ -51,16 +50,15 @@ def zstd():
 _compressors: dict = {}
 
 
-def _compressor(dict_bytes: bytes | None = None):
+def _compressor(dict_bytes: bytes):
+    """A compressor with this trained dictionary (one per dictionary, kept: a recompression
+    uses one for a whole pack)."""
     z = zstd()
-    key = None if dict_bytes is None else digest_of(dict_bytes)
+    key = digest_of(dict_bytes)
     c = _compressors.get(key)
     if c is None:
-        if dict_bytes is None:
-            c = z.ZstdCompressor(level=LEVEL)
-        else:
-            d = z.ZstdCompressionDict(dict_bytes, dict_type=z.DICT_TYPE_FULLDICT)
-            c = z.ZstdCompressor(level=LEVEL, dict_data=d)
+        d = z.ZstdCompressionDict(dict_bytes, dict_type=z.DICT_TYPE_FULLDICT)
+        c = z.ZstdCompressor(level=LEVEL, dict_data=d)
         if len(_compressors) > 8:
             _compressors.clear()
         _compressors[key] = c
@@ -69,13 +67,7 @@ def _compressor(dict_bytes: bytes | None = None):
 
 def whole(data: bytes) -> bytes:
     """An object's own body, as a rewrite stores it: zstd at LEVEL when this process has it."""
-    if zstd() is None:
-        return encode(data)
-    c = _compressor()
-    if len(data) > SAMPLE and len(c.compress(data[:SAMPLE])) > 0.9 * SAMPLE:
-        return RAW_PREFIX + data          # does not compress (the sample says)
-    z = c.compress(data)
-    return bytes([ZSTD]) + z if len(z) < len(data) else RAW_PREFIX + data
+    return encode(data, fast=True, level=LEVEL)
 
 
 def is_tree(data: bytes) -> bool:
@@ -239,19 +231,3 @@ def with_dict(dict_bytes: bytes, dict_id: str, data: bytes) -> bytes | None:
     if len(payload) + 33 >= 0.9 * len(data):
         return None
     return bytes([ZSTD_DICT]) + bytes.fromhex(dict_id) + payload
-
-
-def sample(datas: list[bytes]) -> list[bytes]:
-    """Up to DICT_SAMPLES of the small contents, spread over the list, DICT_SAMPLE_BYTES at most."""
-    small = [d for d in datas if 64 <= len(d) <= DICT_OBJECT_MAX]
-    step = max(1, len(small) // DICT_SAMPLES)
-    out, size = [], 0
-    for d in small[::step]:
-        if size + len(d) > DICT_SAMPLE_BYTES:
-            break
-        out.append(d)
-        size += len(d)
-    return out
-
-
-__all__ = ["BASED", "against", "pairs", "mark_bases", "train", "with_dict", "whole", "sample"]

@@ -93,7 +93,7 @@ def _zstd_module():
     return _zstd
 
 
-def _zstd_compressor():
+def _zstd_compressor(level: int = ZSTD_LEVEL):
     global _zstd_local
     z = _zstd_module()
     if not z:
@@ -101,9 +101,12 @@ def _zstd_compressor():
     if _zstd_local is None:
         import threading
         _zstd_local = threading.local()
-    c = getattr(_zstd_local, "c", None)
+    cs = getattr(_zstd_local, "c", None)
+    if cs is None:
+        cs = _zstd_local.c = {}
+    c = cs.get(level)
     if c is None:
-        c = _zstd_local.c = z.ZstdCompressor(level=ZSTD_LEVEL)
+        c = cs[level] = z.ZstdCompressor(level=level)
     return c
 
 
@@ -111,10 +114,10 @@ def _zlib1(data: bytes) -> bytes:
     return zlib.compress(data, 1)
 
 
-def encode(data: bytes, fast: bool = False) -> bytes:
+def encode(data: bytes, fast: bool = False, level: int = ZSTD_LEVEL) -> bytes:
     """Compress unless the data does not compress (a sample decides for large inputs).
-    `fast`: zstd when this process has it (a big scan's file contents), else zlib."""
-    c = _zstd_compressor() if fast else None
+    `fast`: zstd (at `level`) when this process has it (a big scan's file contents), else zlib."""
+    c = _zstd_compressor(level) if fast else None
     codec, compress = (ZSTD, c.compress) if c is not None else (ZLIB, _zlib1)
     if len(data) > _SAMPLE and len(compress(data[:_SAMPLE])) > 0.9 * _SAMPLE:
         return RAW_PREFIX + data

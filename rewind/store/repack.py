@@ -20,13 +20,12 @@ IDLE_POLL_S = 2.0              # longer than this: a store never idle still gets
 
 
 def write_merged(home: str, packs: list[Pack], keep, deltas: dict[str, str] | None = None,
-                 replace: dict[str, bytes] | None = None) -> int:
+                 replace: dict[str, bytes] | None = None) -> None:
     """One new pack (synced) with the objects of `packs` that `keep(oid)`, each once; then
     the old packs go. Killed midway, both copies stay: no harm. `deltas`: {id: its
     predecessor's id} (delta.pairs): each such object is stored against its predecessor's
     chain root when that is worth it (delta.against; read whole and verified first, so a
-    damaged one is copied as it is). `replace`: {id: body} stored instead of the pack's.
-    Returns the new pack's size in bytes."""
+    damaged one is copied as it is). `replace`: {id: body} stored instead of the pack's."""
     writer = PackWriter(os.path.join(home, TMP_DIR))
     store = Store(home) if deltas else None
     if deltas:
@@ -47,14 +46,12 @@ def write_merged(home: str, packs: list[Pack], keep, deltas: dict[str, str] | No
                         if better is not None:
                             body = better
                 writer.append(oid, body)
-        size = writer.offset
         writer.finish(os.path.join(home, PACKS_DIR))
     except BaseException:
         writer.abort()
         raise
     for pack in packs:
         remove_pack(home, pack.path)
-    return size
 
 
 def _delta(store: Store, oid: str, base: str, own: int, changing) -> bytes | None:
